@@ -1,0 +1,41 @@
+# Everything needs only Python 3 and make: the first target run creates .venv.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: run test lint typecheck pytest bench bench-quick format clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,example]'
+	touch $(STAMP)
+
+run: $(STAMP)  ## serve the example FastAPI app on http://127.0.0.1:8000 (MCP at /mcp)
+	$(BIN)/uvicorn examples.fastapi_app.main:app --host 127.0.0.1 --port 8000
+
+test: lint typecheck pytest  ## the full suite: ruff, mypy --strict, pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check mcp_asgi tests examples bench
+	$(BIN)/ruff format --check mcp_asgi tests examples bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest
+
+format: $(STAMP)
+	$(BIN)/ruff format mcp_asgi tests examples bench
+	$(BIN)/ruff check --fix mcp_asgi tests examples bench
+
+bench: $(STAMP)  ## the full benchmark run (long)
+	$(BIN)/python -m bench.run --rounds 3
+
+bench-quick: $(STAMP)  ## a few minutes
+	$(BIN)/python -m bench.run --quick
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

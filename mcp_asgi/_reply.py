@@ -1,0 +1,129 @@
+"""Writing one request's reply: a single JSON body, or an SSE stream of notifications then
+the final response. Knows nothing about parsing or handlers.
+
+`auto` decides as late as it can: a reply whose first write is the final response is one
+JSON body; a notification or a keep-alive tick first commits the reply to SSE.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import Any, Final
+
+import anyio
+from sse_starlette.event import ServerSentEvent
+
+from ._asgi import Send
+from .settings import ResponseMode
+
+_JSON_HEADERS: Final = [(b"content-type", b"application/json")]
+_SSE_HEADERS: Final = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),
+]
+_KEEPALIVE: Final = ServerSentEvent(comment="").encode()
+
+
+class ReplyState(enum.Enum):
+    PENDING = "pending"
+    STREAMING = "streaming"
+    DONE = "done"
+
+
+def dump(message: Any) -> bytes:
+    """Compact JSON encoding of one JSON-RPC message."""
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+async def send_json(
+    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]
+) -> None:
+    """Send one complete JSON response."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode()), *headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class ReplyWriter:
+    """The only object that calls `send` for a request once it is dispatched.
+
+    Writes are serialised by a lock so a keep-alive never interleaves with an event. Any
+    exception from `send` means the client is gone: the writer turns DONE and reports False.
+    """
+
+    __slots__ = ("_lock", "_mode", "_send", "state")
+
+    def __init__(self, send: Send, mode: ResponseMode) -> None:
+        self._send = send
+        self._mode: ResponseMode = mode
+        self._lock = anyio.Lock(fast_acquire=True)
+        self.state = ReplyState.PENDING
+
+    @property
+    def streams(self) -> bool:
+        """Whether notifications can reach the client (not a JSON-only reply)."""
+        return self._mode != "json"
+
+    async def notify(self, message: Any) -> bool:
+        """Send a notification event; dropped (True) in JSON mode."""
+        if self._mode == "json":
+            return True
+        return await self._write(_event(message), final=False)
+
+    async def keepalive(self) -> bool:
+        """Send a keep-alive comment; commits an `auto` reply to SSE."""
+        if self._mode == "json":
+            return True
+        return await self._write(_KEEPALIVE, final=False)
+
+    async def finish(self, message: Any, status: int = 200) -> bool:
+        """Send the final response and end the reply."""
+        async with self._lock:
+            if self.state is ReplyState.DONE:
+                return False
+            if self.state is ReplyState.PENDING and self._mode != "sse":
+                try:
+                    await send_json(self._send, status, dump(message), [])
+                except Exception:
+                    return self._gone()
+                self.state = ReplyState.DONE
+                return True
+        return await self._write(_event(message), final=True)
+
+    def abandon(self) -> None:
+        """Never write again (the client is gone)."""
+        self.state = ReplyState.DONE
+
+    async def _write(self, chunk: bytes, *, final: bool) -> bool:
+        async with self._lock:
+            if self.state is ReplyState.DONE:
+                return False
+            try:
+                if self.state is ReplyState.PENDING:
+                    await self._send(
+                        {"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS}
+                    )
+                    self.state = ReplyState.STREAMING
+                await self._send(
+                    {"type": "http.response.body", "body": chunk, "more_body": not final}
+                )
+            except Exception:
+                return self._gone()
+            if final:
+                self.state = ReplyState.DONE
+            return True
+
+    def _gone(self) -> bool:
+        self.state = ReplyState.DONE
+        return False
+
+
+def _event(message: Any) -> bytes:
+    return ServerSentEvent(data=dump(message).decode("utf-8"), event="message").encode()

@@ -1,0 +1,174 @@
+"""`Context`: what a handler gets by annotating a parameter `ctx: Context`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+import anyio
+import anyio.lowlevel
+
+from . import jsonrpc
+from ._validate import LOG_LEVELS
+from .cancel import CancelReason, CancelToken
+from .jsonrpc import RequestId
+from .scope import RequestScope
+
+T = TypeVar("T")
+
+
+class Context:
+    """The request a handler is serving: cancellation, progress, logging, deadline, helpers.
+
+    Handlers never see ASGI; everything they write goes through the request's scope, so
+    nothing reaches the client after the request is cancelled.
+    """
+
+    __slots__ = ("_last_progress", "_last_progress_at", "_min_interval", "_scope")
+
+    def __init__(self, scope: RequestScope, *, progress_min_interval: float = 0.0) -> None:
+        self._scope = scope
+        self._last_progress: float | None = None
+        self._last_progress_at = -float("inf")
+        self._min_interval = progress_min_interval
+
+    # -- who is asking ---------------------------------------------------------------
+
+    @property
+    def request_id(self) -> RequestId:
+        """The JSON-RPC id of the request."""
+        return self._scope.request.id
+
+    @property
+    def method(self) -> str:
+        """The MCP method, e.g. `tools/call`."""
+        return self._scope.request.method
+
+    @property
+    def client_info(self) -> Mapping[str, Any] | None:
+        """The client's self-reported `clientInfo` (never a security signal)."""
+        return self._scope.request.client_info
+
+    @property
+    def client_capabilities(self) -> Mapping[str, Any]:
+        """The capabilities the client declared on this request."""
+        return self._scope.request.client_capabilities
+
+    # -- cancellation ----------------------------------------------------------------
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the request has been cancelled."""
+        return self._scope.cancelled
+
+    @property
+    def cancel_reason(self) -> CancelReason | None:
+        """Why the request was cancelled, or None."""
+        return self._scope.reason
+
+    @property
+    def cancel_token(self) -> CancelToken:
+        """The thread-safe token to hand to code running in worker threads."""
+        return self._scope.token
+
+    @property
+    def deadline(self) -> float | None:
+        """Seconds left before the server's deadline for this request, or None."""
+        if self._scope.timeout is None:
+            return None
+        return max(0.0, self._scope.started + self._scope.timeout - self._scope.clock())
+
+    async def checkpoint(self) -> None:
+        """Yield to the event loop; raises the cancellation if the request was cancelled.
+
+        Call it in long CPU-bound loops so a disconnect is noticed between steps.
+        """
+        await anyio.lowlevel.checkpoint()
+
+    async def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking function in a worker thread, bound to this request.
+
+        On cancel the request ends at once; the thread is told through `cancel_token` and,
+        if it runs past the cancel grace period, is counted as an orphan until it returns.
+        """
+        result: T = await self._scope.run_sync(lambda: fn(*args))
+        return result
+
+    # -- side effects ----------------------------------------------------------------
+
+    def side_effect(self, name: str, *, idempotency_key: str | None = None) -> SideEffectMark:
+        """Mark an irreversible step (a charge, an e-mail, a write to another system).
+
+        A cancel that lands after the mark is recorded for reconciliation (span attribute,
+        counter, WARNING log) instead of passing as a clean cancel. Call it just before the
+        step; or use `async with ctx.side_effect(...)` to also shield the step from
+        cancellation so it completes and is recorded as done.
+        """
+        if not name:
+            raise ValueError("side effect name must not be empty")
+        self._scope.mark_side_effect(name, idempotency_key)
+        return SideEffectMark()
+
+    # -- writing to the client -------------------------------------------------------
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Send `notifications/progress` if the client asked for progress.
+
+        `progress` must increase with each call. Dropped in JSON response mode and after
+        the request is cancelled.
+        """
+        token = self._scope.request.progress_token
+        if token is None:
+            return
+        if self._last_progress is not None and progress <= self._last_progress:
+            raise ValueError("progress must increase with each notification")
+        self._last_progress = progress
+        now = self._scope.clock()
+        final = total is not None and progress >= total
+        if not final and now - self._last_progress_at < self._min_interval:
+            return
+        self._last_progress_at = now
+        params: dict[str, Any] = {"progressToken": token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self._scope.write(jsonrpc.notification("notifications/progress", params))
+
+    async def log(self, level: str, data: Any, *, logger: str | None = None) -> None:
+        """Send `notifications/message` if the request set a log level at or below `level`.
+
+        Never include secrets or personal data.
+        """
+        if level not in LOG_LEVELS:
+            raise ValueError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+        wanted = self._scope.request.log_level
+        if wanted is None or LOG_LEVELS.index(level) < LOG_LEVELS.index(wanted):
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        await self._scope.write(jsonrpc.notification("notifications/message", params))
+
+
+class SideEffectMark:
+    """Returned by `ctx.side_effect(...)`; as an async context manager it shields its block."""
+
+    __slots__ = ("_shield",)
+
+    def __init__(self) -> None:
+        self._shield = anyio.CancelScope(shield=True)
+
+    async def __aenter__(self) -> None:
+        self._shield.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._shield.__exit__(exc_type, exc, tb)

@@ -1,0 +1,146 @@
+"""`McpMiddleware`: mounts the MCP endpoint on any ASGI app; passes everything else through."""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+from opentelemetry import metrics, trace
+
+from . import jsonrpc
+from ._asgi import ASGIApp, Receive, Scope, Send
+from ._origin import negotiate, origin_allowed
+from ._reply import ReplyWriter, dump, send_json
+from ._request import ClientGone, check_content_type, parse_message, read_body
+from ._validate import validate
+from .cancel import CancelReason
+from .context import Context
+from .jsonrpc import INVALID_REQUEST, ProtocolError
+from .scope import RequestScope
+from .server import McpServer
+from .settings import McpSettings
+from .telemetry import Telemetry
+
+logger = logging.getLogger("mcp_asgi")
+
+
+class McpMiddleware:
+    """Serve `server` at `settings.path` (exact match after `root_path`, with or without a
+    trailing slash); every other request, websocket and lifespan event goes to `app`.
+
+    `path`, when given, overrides `settings.path`. Telemetry uses the injected providers,
+    or the global ones.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        server: McpServer,
+        path: str | None = None,
+        settings: McpSettings | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+    ) -> None:
+        if not isinstance(server, McpServer):
+            raise TypeError("server must be an McpServer")
+        settings = settings or McpSettings()
+        if path is not None:
+            settings = settings.model_copy(update={"path": McpSettings(path=path).path})
+        self.app = app
+        self.server = server
+        self.settings = settings
+        server.configure(page_size=settings.page_size, ttl_ms=settings.list_ttl_ms)
+        self._paths = frozenset({settings.path, settings.path.rstrip("/") + "/"})
+        self._origins = frozenset(o.rstrip("/").lower() for o in settings.allowed_origins)
+        self._telemetry = Telemetry(
+            tracer_provider, meter_provider, record_arguments=settings.record_arguments
+        )
+        self._inflight: set[RequestScope] = set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and _route_path(scope) in self._paths:
+            await self._serve(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await self.app(scope, self._receive_with_shutdown(receive), send)
+        else:
+            await self.app(scope, receive, send)
+
+    def _receive_with_shutdown(self, receive: Receive) -> Receive:
+        async def receive_with_shutdown() -> dict[str, object]:
+            message = await receive()
+            if message["type"] == "lifespan.shutdown":
+                await self.cancel_inflight()
+            return dict(message)
+
+        return receive_with_shutdown
+
+    async def cancel_inflight(self) -> None:
+        """Cancel every request in flight (reason `server_shutdown`) and wait, bounded by
+        the cancel grace period, for their handlers to exit."""
+        scopes = list(self._inflight)
+        for request_scope in scopes:
+            request_scope.cancel(CancelReason.SERVER_SHUTDOWN)
+        with anyio.move_on_after(self.settings.cancel_grace + 1.0):
+            for request_scope in scopes:
+                await request_scope.wait_exited()
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        settings = self.settings
+        try:
+            if scope["method"] != "POST":
+                raise ProtocolError(
+                    405, INVALID_REQUEST, "Method Not Allowed: the MCP endpoint accepts POST only"
+                )
+            if not origin_allowed(scope, self._origins):
+                raise ProtocolError(403, INVALID_REQUEST, "Forbidden: Origin not allowed")
+            check_content_type(scope)
+            mode = negotiate(scope, settings.response_mode)
+            if mode is None:
+                raise ProtocolError(
+                    406,
+                    INVALID_REQUEST,
+                    "Not Acceptable: Accept must admit application/json or text/event-stream",
+                )
+            message = parse_message(await read_body(scope, receive, settings.max_body_bytes))
+            if message.is_notification:
+                await send({"type": "http.response.start", "status": 202, "headers": []})
+                await send({"type": "http.response.body", "body": b""})
+                return
+            request = validate(scope, message, self.server)
+        except ProtocolError as error:
+            headers = [(b"allow", b"POST")] if error.http_status == 405 else []
+            body = dump(jsonrpc.error_response(error.request_id, error))
+            await send_json(send, error.http_status, body, headers)
+            return
+        except ClientGone:
+            return
+        observer = self._telemetry.begin(scope, request)
+        request_scope = RequestScope(
+            request,
+            ReplyWriter(send, mode),
+            timeout=_min(settings.max_request_duration, self.server.timeout_for(request)),
+            cancel_grace=settings.cancel_grace,
+            keepalive_interval=settings.keepalive_interval,
+            observer=observer,
+        )
+        ctx = Context(request_scope, progress_min_interval=settings.progress_min_interval)
+        self._inflight.add(request_scope)
+        try:
+            await request_scope.run(receive, lambda: self.server.dispatch(request, ctx))
+        finally:
+            self._inflight.discard(request_scope)
+
+
+def _route_path(scope: Scope) -> str:
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and (len(path) == len(root) or path[len(root)] == "/"):
+        return path[len(root) :] or "/"
+    return path
+
+
+def _min(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    return a if b is None else min(a, b)

@@ -1,0 +1,325 @@
+"""`McpServer`: the registry of tools, resources and prompts, and dispatch of MCP methods."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from ._primitives import Prompt, Resource, Tool
+from ._validate import SUPPORTED_VERSIONS, McpRequest, ParamHeader
+from .context import Context
+from .jsonrpc import INVALID_PARAMS, JsonObject, McpError
+from .schema import inspect_handler, parse_docstring
+
+F = TypeVar("F", bound=Callable[..., Any])
+Completer = Callable[..., Any]
+_CACHEABLE = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "resources/list",
+        "resources/templates/list",
+        "prompts/list",
+        "resources/read",
+    }
+)
+
+
+class McpServer:
+    """The tools, resources and prompts one MCP endpoint serves.
+
+    Register handlers with the decorators. Parameter type hints and the docstring become
+    the JSON Schema and descriptions; a parameter annotated `Context` receives the request
+    context, one annotated `CancelToken` the thread cancel token. `def` handlers run in a
+    worker thread, `async def` handlers on the event loop.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        version: str = "0.0.0",
+        instructions: str | None = None,
+        title: str | None = None,
+    ) -> None:
+        if not name:
+            raise ValueError("server name must not be empty")
+        self.name = name
+        self.version = version
+        self.instructions = instructions
+        self._server_info: JsonObject = {"name": name, "version": version}
+        if title:
+            self._server_info["title"] = title
+        self._tools: dict[str, Tool] = {}
+        self._resources: dict[str, Resource] = {}
+        self._prompts: dict[str, Prompt] = {}
+        self._completers: dict[tuple[str, str], Completer] = {}
+        self._page_size = 100
+        self._ttl_ms = 0
+        self._methods: dict[str, Callable[[McpRequest, Context], Awaitable[JsonObject]]] = {
+            "server/discover": self._discover,
+            "tools/list": self._list_tools,
+            "tools/call": self._call_tool,
+            "resources/list": self._list_resources,
+            "resources/templates/list": self._list_templates,
+            "resources/read": self._read_resource,
+            "prompts/list": self._list_prompts,
+            "prompts/get": self._get_prompt,
+            "completion/complete": self._complete,
+        }
+
+    # -- registration ----------------------------------------------------------------
+
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: JsonObject | None = None,
+        timeout: float | None = None,
+    ) -> Callable[[F], F]:
+        """Register a tool. `timeout` (seconds) caps this tool below `max_request_duration`."""
+        if timeout is not None and timeout <= 0:
+            raise ValueError("tool timeout must be positive")
+
+        def register(fn: F) -> F:
+            tool_name = name or fn.__name__
+            summary = description or parse_docstring(fn)[0]
+            self._add(
+                self._tools,
+                tool_name,
+                Tool.build(
+                    fn,
+                    name=tool_name,
+                    title=title,
+                    description=summary,
+                    annotations=annotations,
+                    timeout=timeout,
+                ),
+            )
+            return fn
+
+        return register
+
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+    ) -> Callable[[F], F]:
+        """Register a resource at a fixed URI or a URI template such as `notes://{id}`."""
+        if "://" not in uri:
+            raise ValueError(f"resource URI {uri!r} must have a scheme, e.g. 'file:///x'")
+
+        def register(fn: F) -> F:
+            summary = description or parse_docstring(fn)[0]
+            self._add(
+                self._resources,
+                uri,
+                Resource.build(
+                    fn,
+                    uri=uri,
+                    name=name or fn.__name__,
+                    description=summary,
+                    mime_type=mime_type,
+                ),
+            )
+            return fn
+
+        return register
+
+    def prompt(
+        self, name: str | None = None, *, title: str | None = None, description: str | None = None
+    ) -> Callable[[F], F]:
+        """Register a prompt; its parameters are the prompt's (string) arguments."""
+
+        def register(fn: F) -> F:
+            prompt_name = name or fn.__name__
+            summary = description or parse_docstring(fn)[0]
+            prompt = Prompt.build(fn, name=prompt_name, title=title, description=summary)
+            self._add(self._prompts, prompt_name, prompt)
+            return fn
+
+        return register
+
+    def completion(
+        self, *, prompt: str | None = None, resource: str | None = None
+    ) -> Callable[[F], F]:
+        """Register argument completion for a prompt or a resource template.
+
+        The handler receives `argument: str, value: str, context: dict[str, str]` and
+        returns a list of suggestions.
+        """
+        if (prompt is None) == (resource is None):
+            raise ValueError("completion needs exactly one of prompt= or resource=")
+        key = ("ref/prompt", prompt) if prompt is not None else ("ref/resource", str(resource))
+
+        def register(fn: F) -> F:
+            inspect_handler(fn, name=f"completion {key[1]}")
+            self._completers[key] = fn
+            return fn
+
+        return register
+
+    @staticmethod
+    def _add(registry: dict[str, Any], key: str, item: Any) -> None:
+        if key in registry:
+            raise ValueError(f"{key!r} is already registered")
+        registry[key] = item
+
+    # -- what validation and the middleware ask --------------------------------------
+
+    def configure(self, *, page_size: int, ttl_ms: int) -> None:
+        """Apply endpoint settings that shape results (called by the middleware)."""
+        self._page_size = page_size
+        self._ttl_ms = ttl_ms
+
+    def capabilities(self) -> JsonObject:
+        """The server capabilities advertised by `server/discover`."""
+        caps: JsonObject = {"logging": {}}
+        if self._tools:
+            caps["tools"] = {}
+        if self._resources:
+            caps["resources"] = {}
+        if self._prompts:
+            caps["prompts"] = {}
+        if self._completers:
+            caps["completions"] = {}
+        return caps
+
+    def has_method(self, method: str) -> bool:
+        """Whether `method` is served (capability-gated methods only when advertised)."""
+        if method not in self._methods:
+            return False
+        family = method.split("/", 1)[0]
+        gate = {
+            "tools": self._tools,
+            "resources": self._resources,
+            "prompts": self._prompts,
+            "completion": self._completers,
+        }.get(family)
+        return gate is None or bool(gate)
+
+    def param_headers(self, tool_name: str) -> tuple[ParamHeader, ...]:
+        tool = self._tools.get(tool_name)
+        return tool.headers if tool else ()
+
+    def timeout_for(self, request: McpRequest) -> float | None:
+        """The tool's own timeout, if the request calls a tool that has one."""
+        if request.method == "tools/call":
+            tool = self._tools.get(str(request.params.get("name")))
+            return tool.timeout if tool else None
+        return None
+
+    async def dispatch(self, request: McpRequest, ctx: Context) -> JsonObject:
+        """Answer one validated request; raises `McpError` for JSON-RPC errors."""
+        result = await self._methods[request.method](request, ctx)
+        result.setdefault("resultType", "complete")
+        result["_meta"] = {"io.modelcontextprotocol/serverInfo": self._server_info}
+        if request.method in _CACHEABLE:
+            result.setdefault("ttlMs", self._ttl_ms)
+            result.setdefault("cacheScope", "public")
+        return result
+
+    # -- methods ---------------------------------------------------------------------
+
+    async def _discover(self, request: McpRequest, ctx: Context) -> JsonObject:
+        result: JsonObject = {
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": self.capabilities(),
+        }
+        if self.instructions:
+            result["instructions"] = self.instructions
+        return result
+
+    async def _list_tools(self, request: McpRequest, ctx: Context) -> JsonObject:
+        return self._page(request, "tools", [t.describe() for t in self._tools.values()])
+
+    async def _call_tool(self, request: McpRequest, ctx: Context) -> JsonObject:
+        name = str(request.params["name"])
+        tool = self._tools.get(name)
+        if tool is None:
+            raise McpError(INVALID_PARAMS, f"Unknown tool: {name}")
+        arguments = request.params.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            raise McpError(INVALID_PARAMS, "Invalid params: 'arguments' must be an object")
+        return await tool.call(arguments, ctx)
+
+    async def _list_resources(self, request: McpRequest, ctx: Context) -> JsonObject:
+        items = [r.describe() for r in self._resources.values() if not r.is_template]
+        return self._page(request, "resources", items)
+
+    async def _list_templates(self, request: McpRequest, ctx: Context) -> JsonObject:
+        items = [r.describe() for r in self._resources.values() if r.is_template]
+        return self._page(request, "resourceTemplates", items)
+
+    async def _read_resource(self, request: McpRequest, ctx: Context) -> JsonObject:
+        uri = str(request.params["uri"])
+        static = self._resources.get(uri)
+        if static is not None and not static.is_template:
+            return await static.read(uri, {}, ctx)
+        for resource in self._resources.values():
+            variables = resource.match(uri)
+            if variables is not None:
+                return await resource.read(uri, variables, ctx)
+        raise McpError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+
+    async def _list_prompts(self, request: McpRequest, ctx: Context) -> JsonObject:
+        return self._page(request, "prompts", [p.describe() for p in self._prompts.values()])
+
+    async def _get_prompt(self, request: McpRequest, ctx: Context) -> JsonObject:
+        name = str(request.params["name"])
+        prompt = self._prompts.get(name)
+        if prompt is None:
+            raise McpError(INVALID_PARAMS, f"Unknown prompt: {name}")
+        arguments = request.params.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            raise McpError(INVALID_PARAMS, "Invalid params: 'arguments' must be an object")
+        return await prompt.get(arguments, ctx)
+
+    async def _complete(self, request: McpRequest, ctx: Context) -> JsonObject:
+        ref, argument = request.params.get("ref"), request.params.get("argument")
+        if not isinstance(ref, dict) or not isinstance(argument, dict):
+            raise McpError(INVALID_PARAMS, "Invalid params: 'ref' and 'argument' are required")
+        key = (str(ref.get("type")), str(ref.get("name") or ref.get("uri")))
+        completer = self._completers.get(key)
+        if completer is None:
+            return {"completion": {"values": [], "total": 0, "hasMore": False}}
+        context = request.params.get("context") or {}
+        args = context.get("arguments") or {} if isinstance(context, dict) else {}
+        values = completer(str(argument.get("name")), str(argument.get("value", "")), dict(args))
+        if isinstance(values, Awaitable):
+            values = await values
+        values = [str(v) for v in values]
+        return {
+            "completion": {
+                "values": values[:100],
+                "total": len(values),
+                "hasMore": len(values) > 100,
+            }
+        }
+
+    def _page(self, request: McpRequest, key: str, items: Sequence[JsonObject]) -> JsonObject:
+        start = _decode_cursor(request.params.get("cursor"), len(items))
+        end = start + self._page_size
+        result: JsonObject = {key: list(items[start:end])}
+        if end < len(items):
+            result["nextCursor"] = base64.urlsafe_b64encode(str(end).encode()).decode()
+        return result
+
+
+def _decode_cursor(cursor: Any, size: int) -> int:
+    if cursor is None:
+        return 0
+    try:
+        offset = int(base64.urlsafe_b64decode(str(cursor).encode()).decode())
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        offset = -1
+    if not 0 <= offset <= size:
+        raise McpError(INVALID_PARAMS, "Invalid params: unknown cursor")
+    return offset

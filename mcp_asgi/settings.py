@@ -1,0 +1,66 @@
+"""`McpSettings`: every knob of the middleware, read from the environment (prefix `MCP_`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ResponseMode = Literal["auto", "json", "sse"]
+
+
+class McpSettings(BaseSettings):
+    """Settings of one MCP endpoint.
+
+    Every default is safe for production. Values come from keyword arguments, then from
+    environment variables such as `MCP_PATH` or `MCP_ALLOWED_ORIGINS='["https://a.example"]'`.
+    The model can be nested in an application's own settings class.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="MCP_", extra="forbid", frozen=True)
+
+    path: str = Field(default="/mcp", description="Exact path of the endpoint, after root_path.")
+    allowed_origins: tuple[str, ...] = Field(
+        default=(),
+        description="Origins allowed besides the request's own host; '*' allows any.",
+    )
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0, description="Largest request body.")
+    response_mode: ResponseMode = Field(
+        default="auto", description="'auto' answers JSON unless the handler streams or is slow."
+    )
+    keepalive_interval: float = Field(
+        default=15.0, ge=0, description="Seconds between SSE keep-alive comments; 0 disables."
+    )
+    max_request_duration: float | None = Field(
+        default=300.0, gt=0, description="Server-side deadline per request; None for no limit."
+    )
+    cancel_grace: float = Field(
+        default=5.0,
+        ge=0,
+        description="Seconds a cancelled handler has to exit before it is an orphan.",
+    )
+    process_kill_grace: float = Field(
+        default=2.0,
+        ge=0,
+        description="Seconds between SIGTERM and SIGKILL for a cancelled subprocess.",
+    )
+    record_arguments: bool = Field(
+        default=False, description="Record tool arguments and results on spans (sensitive)."
+    )
+    page_size: int = Field(default=100, gt=0, description="Items per page of list results.")
+    list_ttl_ms: int = Field(default=0, ge=0, description="ttlMs of list and discover results.")
+    progress_min_interval: float = Field(
+        default=0.0,
+        ge=0,
+        description="Minimum seconds between progress notifications of a request.",
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _path_is_absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("path must start with '/'")
+        if len(value) > 1:
+            value = value.rstrip("/")
+        return value

@@ -1,0 +1,383 @@
+"""Test helpers: a real uvicorn server on 127.0.0.1 and a client that can drop the connection.
+
+`httpx.ASGITransport` buffers whole responses and cannot show a disconnect; these helpers
+speak HTTP/1.1 over a real socket, so closing a stream really closes the TCP connection::
+
+    with serve(app) as server:
+        async with McpTestClient(server.url + "/mcp") as client:
+            result = await client.call_tool("echo", {"text": "hi"})
+            async with client.stream("tools/call", {"name": "slow", "arguments": {}}) as s:
+                await s.next_message()      # e.g. the first progress notification
+                await s.drop()              # the socket is closed: the server must cancel
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import re
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+from anyio.abc import SocketStream
+
+from ._asgi import ASGIApp
+
+PROTOCOL_VERSION = "2026-07-28"
+_SAFE = re.compile(r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$")
+_NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
+@dataclass(frozen=True)
+class LiveServer:
+    """A running server: `url` is its base URL, e.g. `http://127.0.0.1:54321`."""
+
+    url: str
+    port: int
+
+
+@contextmanager
+def serve(app: ASGIApp, **config: Any) -> Iterator[LiveServer]:
+    """Run `app` with uvicorn on 127.0.0.1, on a free port, in a background thread."""
+    import uvicorn
+
+    options: dict[str, Any] = {
+        "host": "127.0.0.1",
+        "port": 0,
+        "log_level": "warning",
+        "lifespan": "on",
+    }
+    options.update(config)
+    server = uvicorn.Server(uvicorn.Config(app, **options))
+    thread = threading.Thread(target=server.run, name="mcp-asgi-test-server", daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("uvicorn failed to start")
+            threading.Event().wait(0.005)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        yield LiveServer(url=f"http://127.0.0.1:{port}", port=port)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def encode_header_value(value: str) -> str:
+    """Encode an MCP header value, using `=?base64?…?=` when it is not plain ASCII."""
+    if value == "" or _SAFE.match(value):
+        return value
+    return "=?base64?" + base64.b64encode(value.encode("utf-8")).decode("ascii") + "?="
+
+
+def request_meta(
+    *, protocol_version: str = PROTOCOL_VERSION, capabilities: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The `_meta` envelope every 2026-07-28 request carries."""
+    return {
+        "io.modelcontextprotocol/protocolVersion": protocol_version,
+        "io.modelcontextprotocol/clientCapabilities": dict(capabilities or {}),
+        "io.modelcontextprotocol/clientInfo": {"name": "mcp-asgi-testing", "version": "1"},
+    }
+
+
+@dataclass
+class McpResponse:
+    """A whole HTTP response: status, headers (lower-case names), and the JSON-RPC messages."""
+
+    status: int
+    headers: dict[str, str]
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    raw: bytes = b""
+
+    @property
+    def final(self) -> dict[str, Any]:
+        """The final JSON-RPC response (the last message)."""
+        return self.messages[-1]
+
+
+class McpStream:
+    """An open response read message by message; `drop()` closes the socket.
+
+    The response head is read lazily: in JSON mode it only arrives with the result, so a
+    test can drop the connection while the server has sent nothing yet.
+    """
+
+    def __init__(self, sock: SocketStream, reader: _BodyReader) -> None:
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self._sock = sock
+        self._reader = reader
+        self._buffer = b""
+        self.closed = False
+
+    async def read_head(self) -> None:
+        """Wait for the status line and headers (idempotent)."""
+        if not self.status:
+            self.status, self.headers = await self._reader.read_head()
+
+    async def next_message(self) -> dict[str, Any] | None:
+        """The next JSON-RPC message (SSE event or JSON body), or None at the end."""
+        await self.read_head()
+        if not self.headers.get("content-type", "").startswith("text/event-stream"):
+            body = await self._reader.read_all()
+            return json.loads(body) if body else None
+        while True:
+            event, sep, rest = _split_event(self._buffer)
+            if sep:
+                self._buffer = rest
+                data = _event_data(event)
+                if data is not None:
+                    return dict(json.loads(data))
+                continue
+            chunk = await self._reader.read_chunk()
+            if not chunk:
+                return None
+            self._buffer += chunk
+
+    async def read_raw(self) -> bytes:
+        """Everything left in the body, undecoded."""
+        await self.read_head()
+        return self._buffer + await self._reader.read_all()
+
+    async def drop(self) -> None:
+        """Close the TCP connection, as a client that gives up does."""
+        self.closed = True
+        await self._sock.aclose()
+
+
+class McpTestClient:
+    """A minimal MCP 2026-07-28 client over real sockets, one connection per request."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        capabilities: Mapping[str, Any] | None = None,
+    ) -> None:
+        parts = urlsplit(url)
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or 80
+        self.path = parts.path or "/"
+        self.extra_headers = dict(headers or {})
+        self.capabilities = dict(capabilities or {})
+        self._ids = itertools.count(1)
+
+    async def __aenter__(self) -> McpTestClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        return None
+
+    def build(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        id: int | str | None = None,
+        progress: bool = False,
+        log_level: str | None = None,
+    ) -> dict[str, Any]:
+        """A JSON-RPC request body with the `_meta` envelope."""
+        request_id = next(self._ids) if id is None else id
+        body_params = dict(params or {})
+        meta = request_meta(capabilities=self.capabilities)
+        meta.update(body_params.pop("_meta", {}))
+        if progress:
+            meta["progressToken"] = f"p-{request_id}"
+        if log_level:
+            meta["io.modelcontextprotocol/logLevel"] = log_level
+        body_params["_meta"] = meta
+        return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body_params}
+
+    def headers_for(self, body: Mapping[str, Any]) -> dict[str, str]:
+        """The standard MCP headers matching a request body."""
+        method = str(body.get("method"))
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": PROTOCOL_VERSION,
+            "mcp-method": method,
+        }
+        key = _NAME_PARAM.get(method)
+        params = body.get("params") or {}
+        if key and isinstance(params.get(key), str):
+            headers["mcp-name"] = encode_header_value(params[key])
+        headers.update(self.extra_headers)
+        return headers
+
+    async def post(
+        self,
+        body: bytes | Mapping[str, Any] | list[Any],
+        headers: Mapping[str, str] | None = None,
+        *,
+        http_method: str = "POST",
+    ) -> McpResponse:
+        """Send one raw request and read the whole response."""
+        async with self._open(body, headers, http_method) as stream:
+            raw = await stream.read_raw()
+            messages = _parse_messages(stream.headers, raw)
+            return McpResponse(stream.status, stream.headers, messages, raw)
+
+    async def request(
+        self, method: str, params: Mapping[str, Any] | None = None, **options: Any
+    ) -> McpResponse:
+        """Send a request built with the standard headers and read the whole response."""
+        body = self.build(method, params, **options)
+        return await self.post(body, self.headers_for(body))
+
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """Call a tool; return its result, or raise `AssertionError` on a JSON-RPC error."""
+        response = await self.request(
+            "tools/call", {"name": name, "arguments": dict(arguments or {})}, **options
+        )
+        final = response.final
+        if "error" in final:
+            raise AssertionError(f"tools/call {name} failed: {final['error']}")
+        return dict(final["result"])
+
+    @asynccontextmanager
+    async def stream(
+        self, method: str, params: Mapping[str, Any] | None = None, **options: Any
+    ) -> AsyncIterator[McpStream]:
+        """Open a request and read its response message by message."""
+        body = self.build(method, params, **options)
+        async with self._open(body, self.headers_for(body), "POST") as stream:
+            yield stream
+
+    @asynccontextmanager
+    async def _open(
+        self,
+        body: bytes | Mapping[str, Any] | list[Any],
+        headers: Mapping[str, str] | None,
+        http_method: str,
+    ) -> AsyncIterator[McpStream]:
+        payload = body if isinstance(body, bytes) else json.dumps(body).encode()
+        sock = await anyio.connect_tcp(self.host, self.port)
+        try:
+            head = [
+                f"{http_method} {self.path} HTTP/1.1",
+                f"host: {self.host}:{self.port}",
+                f"content-length: {len(payload)}",
+                "connection: close",
+            ]
+            head += [f"{k}: {v}" for k, v in (headers or {}).items()]
+            await sock.send(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + payload)
+            yield McpStream(sock, _BodyReader(sock))
+        finally:
+            await sock.aclose()
+
+
+class _BodyReader:
+    """Reads an HTTP/1.1 response head and body (content-length, chunked, or until close)."""
+
+    def __init__(self, sock: SocketStream) -> None:
+        self._sock = sock
+        self._buf = b""
+        self._remaining: int | None = None
+        self._chunked = False
+        self._done = False
+
+    async def _fill(self) -> bool:
+        try:
+            data = await self._sock.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return False
+        self._buf += data
+        return True
+
+    async def read_head(self) -> tuple[int, dict[str, str]]:
+        while b"\r\n\r\n" not in self._buf:
+            if not await self._fill():
+                raise ConnectionError("connection closed before the response head")
+        head, self._buf = self._buf.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            key, _, value = line.partition(":")
+            headers[key.strip().lower()] = value.strip()
+        self._chunked = headers.get("transfer-encoding", "").lower() == "chunked"
+        if "content-length" in headers:
+            self._remaining = int(headers["content-length"])
+        return status, headers
+
+    async def read_chunk(self) -> bytes:
+        """The next piece of body; b"" at the end."""
+        if self._done:
+            return b""
+        if self._chunked:
+            while b"\r\n" not in self._buf:
+                if not await self._fill():
+                    self._done = True
+                    return b""
+            size_line, rest = self._buf.split(b"\r\n", 1)
+            size = int(size_line.split(b";")[0], 16)
+            while len(rest) < size + 2:
+                if not await self._fill():
+                    self._done = True
+                    return b""
+                rest = self._buf.split(b"\r\n", 1)[1]
+            self._buf = rest[size + 2 :]
+            if size == 0:
+                self._done = True
+            return rest[:size]
+        if self._remaining is not None:
+            if self._remaining == 0:
+                self._done = True
+                return b""
+            if not self._buf and not await self._fill():
+                self._done = True
+                return b""
+            piece, self._buf = self._buf[: self._remaining], self._buf[self._remaining :]
+            self._remaining -= len(piece)
+            return piece
+        if not self._buf and not await self._fill():
+            self._done = True
+            return b""
+        piece, self._buf = self._buf, b""
+        return piece
+
+    async def read_all(self) -> bytes:
+        parts = []
+        while chunk := await self.read_chunk():
+            parts.append(chunk)
+        return b"".join(parts)
+
+
+def _split_event(buffer: bytes) -> tuple[bytes, bytes, bytes]:
+    for sep in (b"\r\n\r\n", b"\n\n"):
+        if sep in buffer:
+            event, rest = buffer.split(sep, 1)
+            return event, sep, rest
+    return buffer, b"", b""
+
+
+def _event_data(event: bytes) -> str | None:
+    lines = [ln[5:].lstrip() for ln in event.decode("utf-8").splitlines() if ln.startswith("data:")]
+    return "\n".join(lines) if lines else None
+
+
+def _parse_messages(headers: Mapping[str, str], raw: bytes) -> list[dict[str, Any]]:
+    if headers.get("content-type", "").startswith("text/event-stream"):
+        messages = []
+        rest = raw
+        while True:
+            event, sep, rest = _split_event(rest)
+            data = _event_data(event)
+            if data is not None:
+                messages.append(json.loads(data))
+            if not sep:
+                return messages
+    if not raw:
+        return []
+    return [json.loads(raw)]
