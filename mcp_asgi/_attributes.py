@@ -66,7 +66,45 @@ LATENCY_BUCKETS: Final = (
     60,
 )
 
-# JSON-RPC codes that are the caller's fault: recorded, but not an error on a server span.
+# `mcp.method.name` values we put on a span for a request we rejected; any other client-sent
+# method is recorded as `_OTHER` (it is untrusted input: never a span name or metric key).
+OTHER: Final = "_OTHER"
+KNOWN_METHODS: Final = frozenset(
+    {
+        "completion/complete",
+        "elicitation/create",
+        "initialize",
+        "logging/setLevel",
+        "notifications/cancelled",
+        "notifications/initialized",
+        "notifications/message",
+        "notifications/progress",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/resources/updated",
+        "notifications/roots/list_changed",
+        "notifications/subscriptions/acknowledged",
+        "notifications/tools/list_changed",
+        "ping",
+        "prompts/get",
+        "prompts/list",
+        "resources/list",
+        "resources/read",
+        "resources/subscribe",
+        "resources/templates/list",
+        "resources/unsubscribe",
+        "roots/list",
+        "sampling/createMessage",
+        "server/discover",
+        "subscriptions/listen",
+        "tools/call",
+        "tools/list",
+    }
+)
+
+# JSON-RPC codes that are the caller's fault (semconv GenAI #404, plus the 2026-07-28 header,
+# capability and version errors, and -32800 "request cancelled"): recorded as
+# `rpc.response.status_code`, but not an error on a server span.
 CALLER_FAULT_CODES: Final = frozenset(
     {-32700, -32600, -32601, -32602, -32002, -32800, -32020, -32021, -32022}
 )

@@ -11,7 +11,7 @@ from . import jsonrpc
 from ._asgi import ASGIApp, Receive, Scope, Send
 from ._origin import negotiate, origin_allowed
 from ._reply import ReplyWriter, dump, send_json
-from ._request import ClientGone, check_content_type, parse_message, read_body
+from ._request import ClientGone, IncomingMessage, check_content_type, parse_message, read_body
 from ._validate import validate
 from .cancel import CancelReason
 from .context import Context
@@ -87,6 +87,7 @@ class McpMiddleware:
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         settings = self.settings
+        message: IncomingMessage | None = None
         try:
             if scope["method"] != "POST":
                 raise ProtocolError(
@@ -109,6 +110,8 @@ class McpMiddleware:
                 return
             request = validate(scope, message, self.server)
         except ProtocolError as error:
+            if message is not None:  # the method was readable: a short span says why it failed
+                self._telemetry.rejected(scope, message, error)
             headers = [(b"allow", b"POST")] if error.http_status == 405 else []
             body = dump(jsonrpc.error_response(error.request_id, error))
             await send_json(send, error.http_status, body, headers)

@@ -1,0 +1,592 @@
+"""Every MCP request is one SERVER span with the semconv attributes, the cancellation story,
+the status rules and the metrics of the contract (docs/observability.md)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from opentelemetry import metrics, trace
+from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.util.types import Attributes
+
+from mcp_asgi import McpMiddleware, McpSettings
+from mcp_asgi import _attributes as a
+from mcp_asgi.testing import McpTestClient, serve
+
+from .conftest import Otel
+from .telemetry_helpers import (
+    SECRET,
+    Handlers,
+    build_app,
+    build_server,
+    call,
+    disconnect_after,
+    histograms,
+    numbers,
+    only,
+    plain,
+    total,
+    until,
+    wait_event,
+    wait_span,
+)
+
+
+def attrs(span: ReadableSpan) -> dict[str, Any]:
+    """The span's attributes as a plain dict."""
+    return dict(span.attributes or {})
+
+
+def event_names(span: ReadableSpan) -> list[str]:
+    """The names of the span's events, in order."""
+    return [event.name for event in span.events]
+
+
+def result_of(response: Any) -> dict[str, Any]:
+    """The JSON-RPC result of a JSON-mode response."""
+    message = response.json()
+    assert "result" in message, message
+    result: dict[str, Any] = message["result"]
+    return result
+
+
+# -- completed calls and status rules ---------------------------------------------------
+
+
+async def test_completed_call(otel: Otel) -> None:
+    """A completed tools/call is one SERVER span `tools/call echo`, UNSET, semconv attributes."""
+    response = await call(
+        build_app(otel), "tools/call", {"name": "echo", "arguments": {"text": "hi"}}
+    )
+    assert result_of(response)["content"][0]["text"] == "hi"
+    span = only(otel, "tools/call echo")
+    assert span.kind is SpanKind.SERVER
+    assert span.status.status_code is StatusCode.UNSET
+    assert span.instrumentation_scope is not None
+    assert span.instrumentation_scope.name == "mcp_asgi"
+    assert span.instrumentation_scope.schema_url == a.SCHEMA_URL
+    assert attrs(span) == {
+        "mcp.method.name": "tools/call",
+        "jsonrpc.request.id": "7",
+        "mcp.protocol.version": "2026-07-28",
+        "gen_ai.tool.name": "echo",
+        "gen_ai.operation.name": "execute_tool",
+        "network.transport": "tcp",
+        "network.protocol.name": "http",
+        "network.protocol.version": "1.1",
+        "client.address": "127.0.0.1",
+        "client.port": 123,
+    }
+    assert span.events == ()
+
+
+async def test_other_methods_name_and_attributes(otel: Otel) -> None:
+    """tools/list is named by its method; resources/read carries the URI but not in the name."""
+    app = build_app(otel)
+    await call(app, "tools/list")
+    await call(app, "resources/read", {"uri": "notes://a"})
+    listed = only(otel, "tools/list")
+    assert attrs(listed)["mcp.method.name"] == "tools/list"
+    assert "gen_ai.tool.name" not in attrs(listed)
+    assert "gen_ai.operation.name" not in attrs(listed)
+    read = only(otel, "resources/read")
+    assert attrs(read)["mcp.resource.uri"] == "notes://a"
+
+
+async def test_tool_error_is_an_error(otel: Otel) -> None:
+    """A tool result with isError is error.type tool_error and status ERROR."""
+    response = await call(build_app(otel), "tools/call", {"name": "broken", "arguments": {}})
+    assert result_of(response)["isError"] is True
+    span = only(otel, "tools/call broken")
+    assert span.status.status_code is StatusCode.ERROR
+    assert attrs(span)["error.type"] == "tool_error"
+    assert "rpc.response.status_code" not in attrs(span)
+
+
+async def test_unknown_tool_is_a_caller_fault(otel: Otel) -> None:
+    """-32602 (unknown tool) sets rpc.response.status_code but no error.type; status UNSET."""
+    response = await call(build_app(otel), "tools/call", {"name": "nosuch", "arguments": {}})
+    assert response.json()["error"]["code"] == -32602
+    span = only(otel, "tools/call nosuch")
+    assert span.status.status_code is StatusCode.UNSET
+    assert attrs(span)["rpc.response.status_code"] == "-32602"
+    assert "error.type" not in attrs(span)
+    (point,) = histograms(otel, a.OPERATION_DURATION)
+    assert point.attributes is not None
+    assert point.attributes["gen_ai.tool.name"] == "_OTHER"
+    assert point.attributes["rpc.response.status_code"] == "-32602"
+    assert "error.type" not in point.attributes
+
+
+async def test_application_error_code_is_an_error(otel: Otel) -> None:
+    """An McpError with an application code is ERROR with error.type = the code."""
+    response = await call(build_app(otel), "tools/call", {"name": "quota", "arguments": {}})
+    assert response.json()["error"]["code"] == 1001
+    span = only(otel, "tools/call quota")
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.status.description == "quota exceeded"
+    assert attrs(span)["error.type"] == "1001"
+    assert attrs(span)["rpc.response.status_code"] == "1001"
+
+
+async def test_unhandled_exception_recorded_once(otel: Otel) -> None:
+    """An unhandled exception: error.type is its type, ERROR, exactly one exception event."""
+    response = await call(build_app(otel), "resources/read", {"uri": "boom://x"})
+    assert response.json()["error"]["code"] == -32603
+    span = only(otel, "resources/read")
+    assert span.status.status_code is StatusCode.ERROR
+    assert attrs(span)["error.type"] == "RuntimeError"
+    assert attrs(span)["rpc.response.status_code"] == "-32603"
+    assert event_names(span) == ["exception"]
+    exception_attrs = span.events[0].attributes or {}
+    assert exception_attrs["exception.type"] == "RuntimeError"
+
+
+async def test_rejected_request_gets_a_short_span(otel: Otel) -> None:
+    """A request rejected by validation, method readable: a span with the error code, UNSET."""
+    response = await call(
+        build_app(otel),
+        "tools/call",
+        {"name": "echo", "arguments": {"text": "hi"}},
+        headers={"mcp-name": "other"},
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32020
+    span = only(otel, "tools/call echo")
+    assert span.kind is SpanKind.SERVER
+    assert span.status.status_code is StatusCode.UNSET
+    assert attrs(span)["rpc.response.status_code"] == "-32020"
+    assert attrs(span)["jsonrpc.request.id"] == "7"
+    assert "error.type" not in attrs(span)
+    assert numbers(otel, a.REQUESTS_ACTIVE) == []
+
+
+async def test_rejected_unknown_method_is_other(otel: Otel) -> None:
+    """An unknown method is recorded as `_OTHER`: client input never becomes a span name."""
+    response = await call(build_app(otel), "made/up", {})
+    assert response.json()["error"]["code"] == -32601
+    span = only(otel, "_OTHER")
+    assert attrs(span)["mcp.method.name"] == "_OTHER"
+    assert attrs(span)["rpc.response.status_code"] == "-32601"
+    assert span.status.status_code is StatusCode.UNSET
+
+
+async def test_unreadable_request_has_no_span(otel: Otel) -> None:
+    """A request rejected before its method is read gets no span: the HTTP layer records it."""
+    response = await call(build_app(otel), "tools/list", headers={"content-type": "text/plain"})
+    assert response.status_code == 415
+    assert otel.spans.get_finished_spans() == ()
+
+
+# -- cancellation ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["sse", "json"])
+async def test_disconnect_is_recorded_not_an_error(otel: Otel, mode: str) -> None:
+    """A real client drop: reason client_disconnect, elapsed, latency, exited, UNSET, metrics."""
+    handlers = Handlers()
+    app = build_app(otel, handlers, response_mode=mode)
+    with serve(app) as server:
+        client = McpTestClient(server.url + "/mcp")
+        async with client.stream(
+            "tools/call", {"name": "slow", "arguments": {}}, progress=True
+        ) as stream:
+            await wait_event(handlers.started)
+            if mode == "sse":
+                message = await stream.next_message()
+                assert message is not None
+                assert message["method"] == "notifications/progress"
+            await stream.drop()
+        span = await wait_span(otel, "tools/call slow")
+    assert handlers.exited.is_set()
+    attributes = attrs(span)
+    assert attributes["mcp_asgi.cancellation.reason"] == "client_disconnect"
+    assert attributes["mcp_asgi.cancellation.outcome"] == "exited"
+    assert attributes["mcp_asgi.cancellation.after_side_effect"] is False
+    assert attributes["mcp_asgi.cancellation.elapsed"] > 0
+    assert attributes["mcp_asgi.cancellation.latency"] >= 0
+    assert span.status.status_code is StatusCode.UNSET
+    assert "error.type" not in attributes
+    assert "rpc.response.status_code" not in attributes
+    assert "exception" not in event_names(span)
+    (event,) = [e for e in span.events if e.name == "mcp_asgi.cancellation"]
+    assert (event.attributes or {})["mcp_asgi.cancellation.reason"] == "client_disconnect"
+    assert span.end_time is not None
+    assert span.start_time is not None
+    assert span.start_time < event.timestamp <= span.end_time
+
+    cancel_attrs = {
+        "mcp.method.name": "tools/call",
+        "gen_ai.tool.name": "slow",
+        "mcp_asgi.cancellation.reason": "client_disconnect",
+        "mcp_asgi.cancellation.outcome": "exited",
+        "mcp_asgi.cancellation.after_side_effect": False,
+    }
+    (counted,) = numbers(otel, a.CANCELLATIONS)
+    assert dict(counted.attributes or {}) == cancel_attrs
+    assert counted.value == 1
+    (latency,) = histograms(otel, a.CANCELLATION_LATENCY_METRIC)
+    assert latency.count == 1
+    assert tuple(latency.explicit_bounds) == a.LATENCY_BUCKETS
+    assert latency.explicit_bounds[0] == 0.0005
+    latency_attrs = dict(cancel_attrs)
+    del latency_attrs["mcp_asgi.cancellation.after_side_effect"]
+    assert dict(latency.attributes or {}) == latency_attrs
+    (duration,) = histograms(otel, a.OPERATION_DURATION)
+    assert (duration.attributes or {})["mcp_asgi.cancellation.reason"] == "client_disconnect"
+    assert "error.type" not in (duration.attributes or {})
+    assert total(otel, a.REQUESTS_ACTIVE) == 0
+
+
+async def test_cancel_after_side_effect(otel: Otel) -> None:
+    """A cancel after ctx.side_effect: flagged on the span and on the cancellations counter."""
+    handlers = Handlers()
+    app = build_app(otel, handlers)
+    await disconnect_after(app, "tools/call", {"name": "charge", "arguments": {}}, handlers.started)
+    span = only(otel, "tools/call charge")
+    assert attrs(span)["mcp_asgi.side_effect.name"] == "charge_card"
+    assert attrs(span)["mcp_asgi.cancellation.after_side_effect"] is True
+    assert event_names(span) == ["mcp_asgi.side_effect", "mcp_asgi.cancellation"]
+    assert span.status.status_code is StatusCode.UNSET
+    assert total(otel, a.CANCELLATIONS, {"mcp_asgi.cancellation.after_side_effect": True}) == 1
+
+
+async def test_timeout_is_an_error(otel: Otel) -> None:
+    """A server timeout: reason timeout, ERROR, error.type timeout; the client got an error."""
+    response = await call(build_app(otel), "tools/call", {"name": "stuck", "arguments": {}})
+    error = response.json()["error"]
+    assert error["code"] == -32603
+    assert error["data"] == {"reason": "timeout"}
+    span = only(otel, "tools/call stuck")
+    attributes = attrs(span)
+    assert attributes["mcp_asgi.cancellation.reason"] == "timeout"
+    assert attributes["mcp_asgi.cancellation.outcome"] == "exited"
+    assert attributes["error.type"] == "timeout"
+    assert attributes["rpc.response.status_code"] == "-32603"
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.status.description == error["message"]
+    assert "exception" not in event_names(span)
+    assert total(otel, a.CANCELLATIONS, {"mcp_asgi.cancellation.reason": "timeout"}) == 1
+
+
+async def test_max_request_duration_is_a_timeout(otel: Otel) -> None:
+    """`max_request_duration` cancels with reason timeout, like a tool's own timeout."""
+    handlers = Handlers()
+    app = build_app(otel, handlers, max_request_duration=0.2)
+    response = await call(app, "tools/call", {"name": "slow", "arguments": {}})
+    assert response.json()["error"]["data"] == {"reason": "timeout"}
+    span = only(otel, "tools/call slow")
+    assert attrs(span)["error.type"] == "timeout"
+    assert span.status.status_code is StatusCode.ERROR
+
+
+async def test_orphan_span_ends_at_grace_and_gauge_falls_when_it_exits(otel: Otel) -> None:
+    """A thread past the grace period: span ends orphaned (ERROR); orphans.active 1 then 0."""
+    handlers = Handlers()
+    app = build_app(otel, handlers, cancel_grace=0.05)
+    try:
+        await disconnect_after(
+            app, "tools/call", {"name": "hog", "arguments": {}}, handlers.started
+        )
+        span = only(otel, "tools/call hog")
+        assert attrs(span)["mcp_asgi.cancellation.outcome"] == "orphaned"
+        assert attrs(span)["error.type"] == "orphaned"
+        assert "mcp_asgi.cancellation.latency" not in attrs(span)
+        assert span.status.status_code is StatusCode.ERROR
+        assert total(otel, a.ORPHANS_ACTIVE) == 1
+        assert histograms(otel, a.CANCELLATION_LATENCY_METRIC) == []
+    finally:
+        handlers.release.set()
+    await until(lambda: total(otel, a.ORPHANS_ACTIVE) == 0)
+    (latency,) = histograms(otel, a.CANCELLATION_LATENCY_METRIC)
+    assert (latency.attributes or {})["mcp_asgi.cancellation.outcome"] == "orphaned"
+    assert total(otel, a.REQUESTS_ACTIVE) == 0
+
+
+# -- parents and nesting ----------------------------------------------------------------
+
+
+TRACE_ID = 0x0AF7651916CD43DD8448EB211C80319C
+PARENT_ID = 0xB7AD6B7169203331
+
+
+async def test_parent_from_meta_with_link_to_http_span(otel: Otel) -> None:
+    """`_meta.traceparent` is the parent; the ambient HTTP span is a link; baggage flows."""
+    mcp = build_app(otel)
+    app = OpenTelemetryMiddleware(mcp, tracer_provider=otel.tracer_provider)
+    meta = {
+        "traceparent": f"00-{TRACE_ID:032x}-{PARENT_ID:016x}-01",
+        "tracestate": "vendor=abc",
+        "baggage": "tenant=acme",
+    }
+    response = await call(app, "tools/call", {"name": "whoami", "arguments": {}}, meta=meta)
+    seen = result_of(response)["structuredContent"]
+    span = only(otel, "tools/call whoami")
+    (http,) = [s for s in otel.spans.get_finished_spans() if s.name == "POST /mcp"]
+    assert span.context is not None
+    assert http.context is not None
+    assert span.context.trace_id == TRACE_ID
+    assert span.parent is not None
+    assert span.parent.span_id == PARENT_ID
+    assert span.parent.is_remote
+    assert span.context.trace_state.get("vendor") == "abc"
+    assert [link.context for link in span.links] == [http.context]
+    assert http.context.trace_id != TRACE_ID
+    assert seen == {
+        "trace_id": f"{TRACE_ID:032x}",
+        "span_id": f"{span.context.span_id:016x}",
+        "tenant": "acme",
+    }
+
+
+async def test_invalid_meta_traceparent_falls_back_to_ambient(otel: Otel) -> None:
+    """A malformed `_meta.traceparent` is ignored: the HTTP span is the parent, no link."""
+    app = OpenTelemetryMiddleware(build_app(otel), tracer_provider=otel.tracer_provider)
+    await call(app, "tools/list", meta={"traceparent": "00-garbage-01"})
+    span = only(otel, "tools/list")
+    (http,) = [s for s in otel.spans.get_finished_spans() if s.name == "POST /mcp"]
+    assert span.parent is not None
+    assert http.context is not None
+    assert span.parent.span_id == http.context.span_id
+    assert span.links == ()
+
+
+async def test_nested_under_asgi_instrumentation(otel: Otel) -> None:
+    """Under OpenTelemetryMiddleware, the MCP span is a child of the HTTP server span."""
+    app = OpenTelemetryMiddleware(build_app(otel), tracer_provider=otel.tracer_provider)
+    await call(app, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    span = only(otel, "tools/call echo")
+    (http,) = [s for s in otel.spans.get_finished_spans() if s.name == "POST /mcp"]
+    assert http.kind is SpanKind.SERVER
+    assert span.parent is not None
+    assert http.context is not None
+    assert span.context is not None
+    assert span.parent.span_id == http.context.span_id
+    assert span.context.trace_id == http.context.trace_id
+    assert span.links == ()
+
+
+@pytest.fixture
+def fastapi_app(otel: Otel) -> Iterator[FastAPI]:
+    """A FastAPI app with the MCP middleware, instrumented by FastAPIInstrumentor."""
+    app = FastAPI()
+    app.add_middleware(
+        McpMiddleware,
+        server=build_server(Handlers()),
+        settings=McpSettings(response_mode="json"),
+        tracer_provider=otel.tracer_provider,
+        meter_provider=otel.meter_provider,
+    )
+    FastAPIInstrumentor.instrument_app(
+        app, tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider
+    )
+    yield app
+    FastAPIInstrumentor.uninstrument_app(app)
+
+
+async def test_nested_under_fastapi_instrumentation(otel: Otel, fastapi_app: FastAPI) -> None:
+    """Under FastAPIInstrumentor, the MCP span is a child of the HTTP server span."""
+    response = await call(fastapi_app, "tools/call", {"name": "echo", "arguments": {"text": "x"}})
+    assert result_of(response)["content"][0]["text"] == "x"
+    span = only(otel, "tools/call echo")
+    servers = [
+        s for s in otel.spans.get_finished_spans() if s.kind is SpanKind.SERVER and s is not span
+    ]
+    (http,) = [s for s in servers if s.name.startswith("POST")]
+    assert span.parent is not None
+    assert http.context is not None
+    assert span.parent.span_id == http.context.span_id
+
+
+# -- metrics ---------------------------------------------------------------------------
+
+
+async def test_duration_metric(otel: Otel) -> None:
+    """mcp.server.operation.duration: semconv buckets and attributes, error.type on failures."""
+    app = build_app(otel)
+    await call(app, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    await call(app, "tools/call", {"name": "broken", "arguments": {}})
+    points = {
+        (p.attributes or {})["gen_ai.tool.name"]: p for p in histograms(otel, a.OPERATION_DURATION)
+    }
+    echo, broken = points["echo"], points["broken"]
+    assert tuple(echo.explicit_bounds) == a.DURATION_BUCKETS
+    assert echo.count == 1
+    assert dict(echo.attributes or {}) == {
+        "mcp.method.name": "tools/call",
+        "mcp.protocol.version": "2026-07-28",
+        "gen_ai.tool.name": "echo",
+        "gen_ai.operation.name": "execute_tool",
+        "network.transport": "tcp",
+        "network.protocol.name": "http",
+        "network.protocol.version": "1.1",
+    }
+    assert (broken.attributes or {})["error.type"] == "tool_error"
+    (active,) = numbers(otel, a.REQUESTS_ACTIVE)
+    assert dict(active.attributes or {}) == {"mcp.method.name": "tools/call"}
+    assert active.value == 0
+
+
+async def test_no_ids_uris_or_arguments_on_metrics(otel: Otel) -> None:
+    """Metric attributes never carry request ids, URIs, arguments, results or addresses."""
+    app = build_app(otel, record_arguments=True)
+    await call(app, "tools/call", {"name": "echo", "arguments": {"text": SECRET}})
+    await call(app, "resources/read", {"uri": f"notes://{SECRET}"})
+    await call(app, "tools/call", {"name": f"no-{SECRET}", "arguments": {}})
+    await call(app, "tools/call", {"name": "stuck", "arguments": {}})
+    data = otel.reader.get_metrics_data()
+    assert data is not None
+    seen: list[Attributes] = [
+        point.attributes
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        for point in metric.data.data_points
+    ]
+    assert len(seen) >= 5
+    forbidden = {
+        "jsonrpc.request.id",
+        "mcp.resource.uri",
+        "gen_ai.tool.call.arguments",
+        "gen_ai.tool.call.result",
+        "client.address",
+        "client.port",
+    }
+    for attributes in seen:
+        assert attributes is not None
+        assert not forbidden & set(attributes)
+        assert not any(SECRET in str(value) for value in attributes.values())
+
+
+async def test_record_arguments_off_by_default(otel: Otel) -> None:
+    """Tool arguments and results are not on spans unless the user opts in."""
+    await call(build_app(otel), "tools/call", {"name": "echo", "arguments": {"text": SECRET}})
+    span = only(otel, "tools/call echo")
+    assert "gen_ai.tool.call.arguments" not in attrs(span)
+    assert "gen_ai.tool.call.result" not in attrs(span)
+    assert not any(SECRET in str(value) for value in attrs(span).values())
+
+
+async def test_record_arguments_on(otel: Otel) -> None:
+    """With record_arguments=True, tool arguments and results are JSON span attributes."""
+    app = build_app(otel, record_arguments=True)
+    await call(app, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    await call(app, "tools/list")
+    span = only(otel, "tools/call echo")
+    assert json.loads(attrs(span)["gen_ai.tool.call.arguments"]) == {"text": "hi"}
+    result = json.loads(attrs(span)["gen_ai.tool.call.result"])
+    assert result["content"] == [{"type": "text", "text": "hi"}]
+    assert "_meta" not in result
+    assert "gen_ai.tool.call.result" not in attrs(only(otel, "tools/list"))
+
+
+# -- telemetry never breaks a request ----------------------------------------------------
+
+
+class ExplodingSpan(trace.NonRecordingSpan):
+    """A span whose every method raises."""
+
+    def __init__(self) -> None:
+        super().__init__(trace.INVALID_SPAN_CONTEXT)
+
+    def _explode(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("span exploded")
+
+    def is_recording(self) -> bool:
+        raise RuntimeError("span exploded")
+
+    def set_attribute(self, *args: Any, **kwargs: Any) -> None:
+        self._explode()
+
+    def set_attributes(self, *args: Any, **kwargs: Any) -> None:
+        self._explode()
+
+    def add_event(self, *args: Any, **kwargs: Any) -> None:
+        self._explode()
+
+    def set_status(self, *args: Any, **kwargs: Any) -> None:
+        self._explode()
+
+    def record_exception(self, *args: Any, **kwargs: Any) -> None:
+        self._explode()
+
+    def end(self, *args: Any, **kwargs: Any) -> None:
+        self._explode()
+
+
+class ExplodingTracer(trace.NoOpTracer):
+    """A tracer that hands out exploding spans, or raises itself."""
+
+    def __init__(self, raise_on_start: bool) -> None:
+        self.raise_on_start = raise_on_start
+
+    def start_span(self, *args: Any, **kwargs: Any) -> trace.Span:
+        if self.raise_on_start:
+            raise RuntimeError("tracer exploded")
+        return ExplodingSpan()
+
+
+class ExplodingTracerProvider(trace.NoOpTracerProvider):
+    """A provider whose tracer (or itself) raises."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> trace.Tracer:
+        if self.where == "provider":
+            raise RuntimeError("provider exploded")
+        return ExplodingTracer(raise_on_start=self.where == "start")
+
+
+class ExplodingMeterProvider(metrics.NoOpMeterProvider):
+    """A meter provider that raises."""
+
+    def get_meter(self, *args: Any, **kwargs: Any) -> metrics.Meter:
+        raise RuntimeError("meter exploded")
+
+
+@pytest.mark.parametrize("where", ["span", "start", "provider"])
+async def test_telemetry_failure_does_not_break_requests(
+    where: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A tracer provider whose spans raise: calls, errors and timeouts still answer."""
+    mcp = McpMiddleware(
+        plain,
+        server=build_server(Handlers()),
+        settings=McpSettings(record_arguments=True),
+        tracer_provider=ExplodingTracerProvider(where),
+        meter_provider=ExplodingMeterProvider() if where == "provider" else None,
+    )
+    with caplog.at_level(logging.DEBUG, logger="mcp_asgi.telemetry"):
+        ok = await call(mcp, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+        failed = await call(mcp, "resources/read", {"uri": "boom://x"})
+        timed_out = await call(mcp, "tools/call", {"name": "stuck", "arguments": {}})
+        rejected = await call(mcp, "made/up", {})
+    assert result_of(ok)["content"][0]["text"] == "hi"
+    assert failed.json()["error"]["code"] == -32603
+    assert timed_out.json()["error"]["data"] == {"reason": "timeout"}
+    assert rejected.json()["error"]["code"] == -32601
+    failures = [r for r in caplog.records if r.name == "mcp_asgi.telemetry"]
+    assert failures
+    assert failures[0].levelno == logging.WARNING
+    assert all(r.levelno == logging.DEBUG for r in failures[1:])
+
+
+async def test_disconnect_with_exploding_telemetry_still_cancels() -> None:
+    """Even when every span call raises, a disconnect still stops the handler."""
+    handlers = Handlers()
+    app = McpMiddleware(
+        plain,
+        server=build_server(handlers),
+        tracer_provider=ExplodingTracerProvider("span"),
+    )
+    await disconnect_after(app, "tools/call", {"name": "slow", "arguments": {}}, handlers.started)
+    assert handlers.exited.is_set()
