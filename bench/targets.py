@@ -1,0 +1,306 @@
+"""The benchmark servers: one per target, each serving the same three tools.
+
+Run as ``python -m bench.targets NAME --port PORT --exits FILE`` by `bench.run`, with the
+interpreter of the venv the target lives in (the project's `.venv` for mcp_asgi and the
+Starlette floor, `bench/.venv-peers` for the official SDK and FastMCP).
+
+The tools:
+
+* ``echo(text)`` returns `text`;
+* ``slow(seconds)`` (async) reports progress once a second and sleeps;
+* ``slow_sync(seconds)`` (a plain `def`, run in a worker thread) sleeps in 10 ms steps and,
+  where the framework gives it a cancel token (mcp_asgi only), polls it between steps.
+
+`slow` and `slow_sync` append ``start|cancel|done REQUEST_ID MONOTONIC`` lines to the exits
+file. `time.monotonic()` is CLOCK_MONOTONIC, shared by every process of the machine, so the
+driver can subtract its own close time from the tool's exit time.
+"""
+
+import argparse
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+POLL_INTERVAL = 0.01  # how often a thread tool looks at its cancel token
+
+
+class ExitLog:
+    """Appends one line per tool event; the timestamp is taken before the write."""
+
+    def __init__(self, path: str) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def __call__(self, kind: str, request_id: object) -> None:
+        now = time.monotonic()
+        os.write(self._fd, f"{kind} {request_id} {now:.6f}\n".encode())
+
+
+def _sleep_sync(seconds: float, cancelled: Callable[[], bool]) -> bool:
+    """Sleep `seconds` in 10 ms steps; True if `cancelled()` turned true first."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if cancelled():
+            return True
+        time.sleep(POLL_INTERVAL)
+    return False
+
+
+# -- mcp_asgi ------------------------------------------------------------------------
+
+
+def mcp_asgi_app(log: ExitLog, variant: str) -> Any:
+    import anyio
+    from starlette.applications import Starlette
+
+    from mcp_asgi import Context, McpMiddleware, McpServer, McpSettings
+
+    mcp = McpServer("bench", version="1.0.0")
+
+    @mcp.tool()
+    async def echo(text: str) -> str:
+        """Return the text."""
+        return text
+
+    @mcp.tool()
+    async def slow(seconds: float, ctx: Context) -> str:
+        """Sleep, reporting progress once a second."""
+        log("start", ctx.request_id)
+        steps = max(1, math.ceil(seconds))
+        try:
+            for step in range(steps):
+                await ctx.report_progress(step, total=steps)
+                await anyio.sleep(min(1.0, seconds - step))
+        except anyio.get_cancelled_exc_class():
+            log("cancel", ctx.request_id)
+            raise
+        log("done", ctx.request_id)
+        return "done"
+
+    @mcp.tool()
+    def slow_sync(seconds: float, ctx: Context) -> str:
+        """Sleep in a worker thread, polling the cancel token every 10 ms."""
+        request_id = ctx.request_id
+        token = ctx.cancel_token
+        log("start", request_id)
+        if _sleep_sync(seconds, lambda: token.cancelled):
+            log("cancel", request_id)
+            token.raise_if_cancelled()
+        log("done", request_id)
+        return "done"
+
+    settings = McpSettings(response_mode="json") if variant == "json" else McpSettings()
+    kwargs: dict[str, Any] = {}
+    if variant == "otel":
+        kwargs.update(_otel_sdk_providers())
+    middleware = McpMiddleware(Starlette(), server=mcp, settings=settings, **kwargs)
+    if variant == "notel":
+        _disable_telemetry(middleware)
+    return middleware
+
+
+def _otel_sdk_providers() -> dict[str, Any]:
+    """SDK tracer + BatchSpanProcessor and SDK meter + periodic reader, both to no-op sinks."""
+    from collections.abc import Sequence
+
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import (
+        MetricExporter,
+        MetricExportResult,
+        MetricsData,
+        PeriodicExportingMetricReader,
+    )
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class NullSpanExporter(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    class NullMetricExporter(MetricExporter):
+        def export(
+            self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+        ) -> MetricExportResult:
+            return MetricExportResult.SUCCESS
+
+        def force_flush(self, timeout_millis: float = 10_000) -> bool:
+            return True
+
+        def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+            return None
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(NullSpanExporter()))
+    reader = PeriodicExportingMetricReader(NullMetricExporter(), export_interval_millis=5_000)
+    return {"tracer_provider": tracer_provider, "meter_provider": MeterProvider([reader])}
+
+
+def _disable_telemetry(middleware: Any) -> None:
+    """Telemetry off: replace the middleware's per-request observer by the no-op base.
+
+    Bench-only surgery on a private attribute; the "off" baseline of the overhead ratios.
+    """
+    from mcp_asgi.scope import ScopeObserver
+
+    class Off:
+        def begin(self, scope: Any, request: Any) -> ScopeObserver:
+            return ScopeObserver()
+
+    if not hasattr(middleware, "_telemetry"):
+        raise SystemExit("mcp_asgi-notel: McpMiddleware has no _telemetry attribute any more")
+    middleware._telemetry = Off()
+
+
+# -- the official SDK --------------------------------------------------------------------
+
+
+def sdk_app(log: ExitLog, json_response: bool) -> Any:
+    import anyio
+    from mcp.server.mcpserver import Context, MCPServer
+
+    mcp = MCPServer("bench", version="1.0.0")
+
+    @mcp.tool()
+    async def echo(text: str) -> str:
+        """Return the text."""
+        return text
+
+    @mcp.tool()
+    async def slow(seconds: float, ctx: Context) -> str:
+        """Sleep, reporting progress once a second."""
+        request_id = ctx.request_id
+        log("start", request_id)
+        steps = max(1, math.ceil(seconds))
+        try:
+            for step in range(steps):
+                await ctx.report_progress(step, steps)
+                await anyio.sleep(min(1.0, seconds - step))
+        except anyio.get_cancelled_exc_class():
+            log("cancel", request_id)
+            raise
+        log("done", request_id)
+        return "done"
+
+    @mcp.tool()
+    def slow_sync(seconds: float, ctx: Context) -> str:
+        """Sleep in a worker thread; the SDK gives thread code nothing to poll."""
+        request_id = ctx.request_id
+        log("start", request_id)
+        _sleep_sync(seconds, lambda: False)
+        log("done", request_id)
+        return "done"
+
+    return mcp.streamable_http_app(json_response=json_response)
+
+
+# -- FastMCP -----------------------------------------------------------------------------
+
+
+def fastmcp_app(log: ExitLog, json_response: bool) -> Any:
+    import anyio
+    from fastmcp import Context, FastMCP
+
+    mcp = FastMCP("bench")
+
+    @mcp.tool
+    async def echo(text: str) -> str:
+        """Return the text."""
+        return text
+
+    @mcp.tool
+    async def slow(seconds: float, ctx: Context) -> str:
+        """Sleep, reporting progress once a second."""
+        request_id = ctx.request_id
+        log("start", request_id)
+        steps = max(1, math.ceil(seconds))
+        try:
+            for step in range(steps):
+                await ctx.report_progress(step, steps)
+                await anyio.sleep(min(1.0, seconds - step))
+        except anyio.get_cancelled_exc_class():
+            log("cancel", request_id)
+            raise
+        log("done", request_id)
+        return "done"
+
+    @mcp.tool
+    def slow_sync(seconds: float, ctx: Context) -> str:
+        """Sleep in a worker thread; FastMCP gives thread code nothing to poll."""
+        request_id = ctx.request_id
+        log("start", request_id)
+        _sleep_sync(seconds, lambda: False)
+        log("done", request_id)
+        return "done"
+
+    return mcp.http_app(path="/mcp", stateless_http=True, json_response=json_response)
+
+
+# -- the floor ---------------------------------------------------------------------------
+
+
+def starlette_floor_app() -> Any:
+    """A bare Starlette route: parse the JSON-RPC body, answer what mcp_asgi's echo answers."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    server_info = {"io.modelcontextprotocol/serverInfo": {"name": "bench", "version": "1.0.0"}}
+
+    async def mcp(request: Request) -> Response:
+        message = json.loads(await request.body())
+        text = message["params"]["arguments"]["text"]
+        result = {
+            "content": [{"type": "text", "text": text}],
+            "resultType": "complete",
+            "_meta": server_info,
+        }
+        body = json.dumps(
+            {"jsonrpc": "2.0", "id": message["id"], "result": result},
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+        return Response(body, media_type="application/json")
+
+    return Starlette(routes=[Route("/mcp", mcp, methods=["POST"])])
+
+
+BUILDERS: dict[str, Callable[[ExitLog], Any]] = {
+    "starlette-floor": lambda log: starlette_floor_app(),
+    "mcp_asgi": lambda log: mcp_asgi_app(log, "default"),
+    "mcp_asgi-notel": lambda log: mcp_asgi_app(log, "notel"),
+    "mcp_asgi-otel": lambda log: mcp_asgi_app(log, "otel"),
+    "mcp_asgi-json": lambda log: mcp_asgi_app(log, "json"),
+    "sdk-sse": lambda log: sdk_app(log, json_response=False),
+    "sdk-json": lambda log: sdk_app(log, json_response=True),
+    "fastmcp-sse": lambda log: fastmcp_app(log, json_response=False),
+    "fastmcp-json": lambda log: fastmcp_app(log, json_response=True),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("target", choices=sorted(BUILDERS))
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--exits", required=True, help="file the tools append exit times to")
+    args = parser.parse_args()
+
+    import uvicorn
+
+    app = BUILDERS[args.target](ExitLog(args.exits))
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=args.port,
+        workers=1,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=1,
+    )
+
+
+if __name__ == "__main__":
+    main()
