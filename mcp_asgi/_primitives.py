@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pydantic
+from pydantic_core import PydanticSerializationError
 
 from ._validate import ParamHeader
 from .context import Context
@@ -17,6 +19,7 @@ from .jsonrpc import INVALID_PARAMS, JsonObject, McpError
 from .schema import HandlerSignature, OutputSpec, inspect_handler, output_spec, param_headers
 
 Handler = Callable[..., Any]
+_errors = logging.getLogger("mcp_asgi.errors")
 _TEMPLATE_VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -84,8 +87,19 @@ class Tool:
         except McpError:
             raise
         except Exception as exc:
+            if not ctx.cancelled:
+                _errors.warning("tool %r raised", self.name, exc_info=True, extra=_fields(ctx))
             return tool_error(f"Tool {self.name!r} failed: {type(exc).__name__}: {exc}")
-        return self._result(value)
+        try:
+            return self._result(value)
+        except (pydantic.ValidationError, PydanticSerializationError) as exc:
+            _errors.error(
+                "tool %r returned a value that does not match its return annotation",
+                self.name,
+                exc_info=True,
+                extra=_fields(ctx),
+            )
+            return tool_error(f"Tool {self.name!r} returned an invalid result: {exc}")
 
     def _result(self, value: Any) -> JsonObject:
         structured = self.output.structured(value)
@@ -93,6 +107,10 @@ class Tool:
             text = json.dumps(structured, ensure_ascii=False)
             return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
         return {"content": to_content(value)}
+
+
+def _fields(ctx: Context) -> dict[str, Any]:
+    return {"request_id": ctx.request_id, "method": ctx.method}
 
 
 def tool_error(text: str) -> JsonObject:
@@ -126,7 +144,7 @@ class Resource:
     ) -> Resource:
         signature = inspect_handler(fn, name=name)
         variables = _TEMPLATE_VAR.findall(uri)
-        params = set(signature.arguments.model_fields)
+        params = set(signature.parameters)
         if set(variables) != params:
             raise TypeError(
                 f"resource {uri!r}: template variables {sorted(variables)} must match the "
@@ -188,7 +206,7 @@ class Prompt:
         entry: JsonObject = {"name": self.name}
         _put(entry, title=self.title, description=self.description)
         arguments = []
-        for arg, info in self.signature.arguments.model_fields.items():
+        for arg, info in self.signature.parameters.items():
             item: JsonObject = {"name": arg, "required": info.is_required()}
             _put(item, description=info.description)
             arguments.append(item)

@@ -62,7 +62,7 @@ def parse_message(body: bytes) -> IncomingMessage:
     """Parse the body as exactly one JSON-RPC request or notification."""
     try:
         data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise ProtocolError(400, PARSE_ERROR, "Parse error: body is not valid JSON") from None
     if isinstance(data, list):
         raise ProtocolError(
@@ -84,6 +84,20 @@ def parse_message(body: bytes) -> IncomingMessage:
     return IncomingMessage(
         method=method, params=params, id=request_id, is_notification="id" not in data
     )
+
+
+def peek_id(body: bytes | None) -> RequestId | None:
+    """The request id, if `body` is a JSON object with a valid one (for error replies)."""
+    if not body:
+        return None
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    value = data.get("id")
+    return value if isinstance(value, (str, int)) and not isinstance(value, bool) else None
 
 
 def _read_id(data: dict[str, Any]) -> RequestId | None:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from ._asgi import Scope, header
+from ._asgi import Scope
 from ._request import IncomingMessage
 from .jsonrpc import (
     HEADER_MISMATCH,
@@ -41,17 +41,26 @@ NAME_PARAM: Final = {"tools/call": "name", "prompts/get": "name", "resources/rea
 _LEGACY_METHODS: Final = frozenset(
     {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
 )
-_HEADER_SAFE = re.compile(r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$|^$")
-_B64_SENTINEL = re.compile(r"^=\?base64\?([A-Za-z0-9+/=]*)\?=$")
+_HEADER_SAFE = re.compile(r"[\x20-\x7e]*")
+_B64_SENTINEL = re.compile(r"=\?base64\?(.*)\?=", re.DOTALL)
+_CANONICAL_DECIMAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 
 
 @dataclass(frozen=True, slots=True)
 class ParamHeader:
-    """A tool argument mirrored in an `Mcp-Param-<name>` header (`x-mcp-header`)."""
+    """A tool argument mirrored in an `Mcp-Param-<header>` header (`x-mcp-header`).
+
+    `path` is the chain of `properties` keys from the arguments object to the value.
+    """
 
     header: str
-    argument: str
+    path: tuple[str, ...]
     kind: str  # "string" | "integer" | "boolean"
+
+    @property
+    def argument(self) -> str:
+        """The argument's dotted path, for messages."""
+        return ".".join(self.path)
 
 
 class MethodCatalog(Protocol):
@@ -87,9 +96,10 @@ class McpRequest:
 def validate(scope: Scope, message: IncomingMessage, catalog: MethodCatalog) -> McpRequest:
     """Check a request against the 2026-07-28 rules; raise `ProtocolError` on the first failure."""
     request_id = message.id
-    assert request_id is not None  # notifications never reach here
-    fail = _Failer(request_id)
-    header_version = _header(scope, b"mcp-protocol-version")
+    if request_id is None:
+        raise ValueError("validate() takes requests, not notifications")
+    fail = _Failer(request_id, legacy=message.method == "initialize")
+    header_version = _header(fail, scope, b"mcp-protocol-version", "MCP-Protocol-Version")
     meta = message.params.get("_meta")
     meta_version = meta.get(META_PREFIX + "protocolVersion") if isinstance(meta, dict) else None
     if header_version is None:
@@ -121,6 +131,17 @@ def validate(scope: Scope, message: IncomingMessage, catalog: MethodCatalog) -> 
             INVALID_PARAMS,
             f"Invalid params: _meta.{META_PREFIX}clientCapabilities must be an object",
         )
+    client_info = meta.get(META_PREFIX + "clientInfo")
+    if client_info is not None and not isinstance(client_info, dict):
+        raise fail(
+            400, INVALID_PARAMS, f"Invalid params: _meta.{META_PREFIX}clientInfo must be an object"
+        )
+    log_level = meta.get(META_PREFIX + "logLevel")
+    if log_level is not None and log_level not in LOG_LEVELS:
+        raise fail(400, INVALID_PARAMS, f"Invalid params: unknown log level {log_level!r}")
+    progress_token = meta.get("progressToken")
+    if isinstance(progress_token, bool) or not isinstance(progress_token, (str, int, type(None))):
+        raise fail(400, INVALID_PARAMS, "Invalid params: progressToken must be a string or integer")
     if not catalog.has_method(message.method):
         data = (
             {"supported": list(SUPPORTED_VERSIONS)} if message.method in _LEGACY_METHODS else None
@@ -135,20 +156,13 @@ def validate(scope: Scope, message: IncomingMessage, catalog: MethodCatalog) -> 
         _check_header(fail, scope, b"mcp-name", "Mcp-Name", value)
         if message.method == "tools/call":
             _check_param_headers(fail, scope, catalog.param_headers(value), message.params)
-    log_level = meta.get(META_PREFIX + "logLevel")
-    if log_level is not None and log_level not in LOG_LEVELS:
-        raise fail(400, INVALID_PARAMS, f"Invalid params: unknown log level {log_level!r}")
-    progress_token = meta.get("progressToken")
-    if isinstance(progress_token, bool) or not isinstance(progress_token, (str, int, type(None))):
-        raise fail(400, INVALID_PARAMS, "Invalid params: progressToken must be a string or integer")
-    client_info = meta.get(META_PREFIX + "clientInfo")
     return McpRequest(
         id=request_id,
         method=message.method,
         params=message.params,
         protocol_version=meta_version,
         client_capabilities=capabilities,
-        client_info=client_info if isinstance(client_info, dict) else None,
+        client_info=client_info,
         log_level=log_level,
         progress_token=progress_token,
         meta=meta,
@@ -156,31 +170,42 @@ def validate(scope: Scope, message: IncomingMessage, catalog: MethodCatalog) -> 
 
 
 class _Failer:
-    def __init__(self, request_id: RequestId) -> None:
+    def __init__(self, request_id: RequestId, *, legacy: bool) -> None:
         self.request_id = request_id
+        self.legacy = legacy
 
     def __call__(self, status: int, code: int, message: str, data: Any = None) -> ProtocolError:
+        if self.legacy and data is None:
+            # A 2025-era client opening with `initialize` cannot fall forward: name what works.
+            data = {"supported": list(SUPPORTED_VERSIONS)}
         return ProtocolError(status, code, message, data, request_id=self.request_id)
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    value = header(scope, name)
-    return None if value is None else value.strip(" \t")
+def _header(fail: _Failer, scope: Scope, name: bytes, label: str) -> str | None:
+    """A header's value with optional whitespace trimmed; -32020 if it is sent twice."""
+    values = [v for k, v in scope["headers"] if k.lower() == name]
+    if len(values) > 1:
+        raise fail(400, HEADER_MISMATCH, f"Header mismatch: {label} header appears more than once")
+    return values[0].decode("latin-1").strip(" \t") if values else None
 
 
 def decode_header_value(raw: str) -> str | None:
     """Decode an MCP header value (plain or `=?base64?…?=`); None when it is malformed."""
-    match = _B64_SENTINEL.match(raw)
+    match = _B64_SENTINEL.fullmatch(raw)
     if match is None:
-        return raw if _HEADER_SAFE.match(raw) else None
+        return raw if _HEADER_SAFE.fullmatch(raw) else None
+    payload = match.group(1)
     try:
-        return base64.b64decode(match.group(1), validate=True).decode("utf-8")
+        decoded = base64.b64decode(payload, validate=True)
+        if base64.b64encode(decoded).decode("ascii") != payload:
+            return None  # non-canonical: no conforming client sends it
+        return decoded.decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
         return None
 
 
 def _check_header(fail: _Failer, scope: Scope, name: bytes, label: str, expected: str) -> None:
-    raw = _header(scope, name)
+    raw = _header(fail, scope, name, label)
     if raw is None:
         raise fail(400, HEADER_MISMATCH, f"Header mismatch: {label} header is required")
     value = decode_header_value(raw)
@@ -198,38 +223,61 @@ def _check_header(fail: _Failer, scope: Scope, name: bytes, label: str, expected
 def _check_param_headers(
     fail: _Failer, scope: Scope, specs: tuple[ParamHeader, ...], params: Mapping[str, Any]
 ) -> None:
-    if not specs:
-        return
     arguments = params.get("arguments")
-    arguments = arguments if isinstance(arguments, dict) else {}
     for spec in specs:
         label = f"Mcp-Param-{spec.header}"
-        raw = _header(scope, b"mcp-param-" + spec.header.lower().encode("latin-1"))
-        body_value = arguments.get(spec.argument)
-        if raw is not None and decode_header_value(raw) is None:
+        raw = _header(fail, scope, b"mcp-param-" + spec.header.lower().encode("ascii"), label)
+        value = None if raw is None else decode_header_value(raw)
+        if raw is not None and value is None:
             raise fail(400, HEADER_MISMATCH, f"Header mismatch: {label} header value is malformed")
-        if body_value is None:
+        body_value = _value_at(arguments, spec.path)
+        rendered = _render(body_value)
+        if rendered is None:  # null, absent or not a scalar: no header is expected
+            if value is not None:
+                raise fail(
+                    400,
+                    HEADER_MISMATCH,
+                    f"Header mismatch: {label} header is present but argument "
+                    f"'{spec.argument}' is not",
+                )
             continue
-        if raw is None:
+        if value is None:
             raise fail(400, HEADER_MISMATCH, f"Header mismatch: {label} header is required")
-        value = decode_header_value(raw)
-        if not _same_value(spec.kind, value, body_value):
+        if not _same_value(spec.kind, value, body_value, rendered):
             raise fail(
                 400,
                 HEADER_MISMATCH,
                 f"Header mismatch: {label} header value '{value}' does not match body value "
-                f"'{body_value}'",
+                f"'{rendered}'",
             )
 
 
-def _same_value(kind: str, header_value: str | None, body_value: Any) -> bool:
-    if header_value is None:
-        return False
-    if kind == "boolean":
-        return isinstance(body_value, bool) and header_value == ("true" if body_value else "false")
-    if kind == "integer":
-        try:
-            return float(header_value) == float(body_value)
-        except (TypeError, ValueError):
+def _value_at(arguments: Any, path: tuple[str, ...]) -> Any:
+    node = arguments
+    for key in path:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(key)
+    return node
+
+
+def _render(value: Any) -> str | None:
+    """A body value as a client writes it in a header; None when it has no header form."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    return None
+
+
+def _same_value(kind: str, header_value: str, body_value: Any, rendered: str) -> bool:
+    """Integers compare numerically (`42.0` equals `42`); everything else as written."""
+    integral = isinstance(body_value, int) or (
+        isinstance(body_value, float) and body_value.is_integer()
+    )
+    if kind == "integer" and integral and not isinstance(body_value, bool):
+        if not _CANONICAL_DECIMAL.fullmatch(header_value):
             return False
-    return isinstance(body_value, str) and header_value == body_value
+        whole, _, fraction = header_value.partition(".")
+        return not fraction.strip("0") and int(whole) == int(body_value)
+    return header_value == rendered

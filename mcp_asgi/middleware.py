@@ -9,16 +9,23 @@ from opentelemetry import metrics, trace
 
 from . import jsonrpc
 from ._asgi import ASGIApp, Receive, Scope, Send
-from ._origin import negotiate, origin_allowed
+from ._origin import negotiate, normalize_origin, origin_allowed
 from ._reply import ReplyWriter, dump, send_json
-from ._request import ClientGone, IncomingMessage, check_content_type, parse_message, read_body
+from ._request import (
+    ClientGone,
+    IncomingMessage,
+    check_content_type,
+    parse_message,
+    peek_id,
+    read_body,
+)
 from ._validate import validate
 from .cancel import CancelReason
 from .context import Context
 from .jsonrpc import INVALID_REQUEST, ProtocolError
 from .scope import RequestScope
-from .server import McpServer
-from .settings import McpSettings
+from .server import McpServer, ResultOptions
+from .settings import McpSettings, normalize_path
 from .telemetry import Telemetry
 
 logger = logging.getLogger("mcp_asgi")
@@ -44,15 +51,17 @@ class McpMiddleware:
     ) -> None:
         if not isinstance(server, McpServer):
             raise TypeError("server must be an McpServer")
+        if settings is not None and not isinstance(settings, McpSettings):
+            raise TypeError("settings must be an McpSettings")
         settings = settings or McpSettings()
         if path is not None:
-            settings = settings.model_copy(update={"path": McpSettings(path=path).path})
+            settings = settings.model_copy(update={"path": normalize_path(path)})
         self.app = app
         self.server = server
         self.settings = settings
-        server.configure(page_size=settings.page_size, ttl_ms=settings.list_ttl_ms)
+        self._options = ResultOptions(page_size=settings.page_size, ttl_ms=settings.list_ttl_ms)
         self._paths = frozenset({settings.path, settings.path.rstrip("/") + "/"})
-        self._origins = frozenset(o.rstrip("/").lower() for o in settings.allowed_origins)
+        self._origins = frozenset(normalize_origin(o) for o in settings.allowed_origins)
         self._telemetry = Telemetry(
             tracer_provider, meter_provider, record_arguments=settings.record_arguments
         )
@@ -88,6 +97,7 @@ class McpMiddleware:
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         settings = self.settings
         message: IncomingMessage | None = None
+        body: bytes | None = None
         try:
             if scope["method"] != "POST":
                 raise ProtocolError(
@@ -95,6 +105,7 @@ class McpMiddleware:
                 )
             if not origin_allowed(scope, self._origins):
                 raise ProtocolError(403, INVALID_REQUEST, "Forbidden: Origin not allowed")
+            body = await read_body(scope, receive, settings.max_body_bytes)
             check_content_type(scope)
             mode = negotiate(scope, settings.response_mode)
             if mode is None:
@@ -103,7 +114,7 @@ class McpMiddleware:
                     INVALID_REQUEST,
                     "Not Acceptable: Accept must admit application/json or text/event-stream",
                 )
-            message = parse_message(await read_body(scope, receive, settings.max_body_bytes))
+            message = parse_message(body)
             if message.is_notification:
                 await send({"type": "http.response.start", "status": 202, "headers": []})
                 await send({"type": "http.response.body", "body": b""})
@@ -113,8 +124,9 @@ class McpMiddleware:
             if message is not None:  # the method was readable: a short span says why it failed
                 self._telemetry.rejected(scope, message, error)
             headers = [(b"allow", b"POST")] if error.http_status == 405 else []
-            body = dump(jsonrpc.error_response(error.request_id, error))
-            await send_json(send, error.http_status, body, headers)
+            request_id = error.request_id if error.request_id is not None else peek_id(body)
+            reply = dump(jsonrpc.error_response(request_id, error))
+            await send_json(send, error.http_status, reply, headers)
             return
         except ClientGone:
             return
@@ -130,7 +142,9 @@ class McpMiddleware:
         ctx = Context(request_scope, progress_min_interval=settings.progress_min_interval)
         self._inflight.add(request_scope)
         try:
-            await request_scope.run(receive, lambda: self.server.dispatch(request, ctx))
+            await request_scope.run(
+                receive, lambda: self.server.dispatch(request, ctx, self._options)
+            )
         finally:
             self._inflight.discard(request_scope)
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar, overload
 
 from ._primitives import Prompt, Resource, Tool
 from ._validate import SUPPORTED_VERSIONS, McpRequest, ParamHeader
@@ -15,6 +17,17 @@ from .schema import inspect_handler, parse_docstring
 
 F = TypeVar("F", bound=Callable[..., Any])
 Completer = Callable[..., Any]
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+
+
+@dataclass(frozen=True, slots=True)
+class ResultOptions:
+    """Endpoint settings that shape results: list page size and cache lifetime."""
+
+    page_size: int = 100
+    ttl_ms: int = 0
+
+
 _CACHEABLE = frozenset(
     {
         "server/discover",
@@ -56,9 +69,9 @@ class McpServer:
         self._resources: dict[str, Resource] = {}
         self._prompts: dict[str, Prompt] = {}
         self._completers: dict[tuple[str, str], Completer] = {}
-        self._page_size = 100
-        self._ttl_ms = 0
-        self._methods: dict[str, Callable[[McpRequest, Context], Awaitable[JsonObject]]] = {
+        self._methods: dict[
+            str, Callable[[McpRequest, Context, ResultOptions], Awaitable[JsonObject]]
+        ] = {
             "server/discover": self._discover,
             "tools/list": self._list_tools,
             "tools/call": self._call_tool,
@@ -72,6 +85,10 @@ class McpServer:
 
     # -- registration ----------------------------------------------------------------
 
+    @overload
+    def tool(self, name: F, /) -> F: ...
+
+    @overload
     def tool(
         self,
         name: str | None = None,
@@ -80,8 +97,25 @@ class McpServer:
         description: str | None = None,
         annotations: JsonObject | None = None,
         timeout: float | None = None,
-    ) -> Callable[[F], F]:
-        """Register a tool. `timeout` (seconds) caps this tool below `max_request_duration`."""
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self,
+        name: str | Callable[..., Any] | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: JsonObject | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Register a tool (`@server.tool` or `@server.tool(...)`).
+
+        `timeout` (seconds) caps this tool below `max_request_duration`.
+        """
+        if callable(name):
+            return self.tool()(name)
+        if name is not None and (not isinstance(name, str) or not name):
+            raise TypeError("tool name must be a non-empty string")
         if timeout is not None and timeout <= 0:
             raise ValueError("tool timeout must be positive")
 
@@ -113,6 +147,8 @@ class McpServer:
         mime_type: str | None = None,
     ) -> Callable[[F], F]:
         """Register a resource at a fixed URI or a URI template such as `notes://{id}`."""
+        if not isinstance(uri, str):
+            raise TypeError("resource() needs a URI: use @server.resource('scheme://...')")
         if "://" not in uri:
             raise ValueError(f"resource URI {uri!r} must have a scheme, e.g. 'file:///x'")
 
@@ -133,10 +169,27 @@ class McpServer:
 
         return register
 
+    @overload
+    def prompt(self, name: F, /) -> F: ...
+
+    @overload
     def prompt(
         self, name: str | None = None, *, title: str | None = None, description: str | None = None
-    ) -> Callable[[F], F]:
-        """Register a prompt; its parameters are the prompt's (string) arguments."""
+    ) -> Callable[[F], F]: ...
+
+    def prompt(
+        self,
+        name: str | Callable[..., Any] | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+    ) -> Any:
+        """Register a prompt (`@server.prompt` or `@server.prompt(...)`); its parameters are
+        the prompt's (string) arguments."""
+        if callable(name):
+            return self.prompt()(name)
+        if name is not None and (not isinstance(name, str) or not name):
+            raise TypeError("prompt name must be a non-empty string")
 
         def register(fn: F) -> F:
             prompt_name = name or fn.__name__
@@ -173,11 +226,6 @@ class McpServer:
         registry[key] = item
 
     # -- what validation and the middleware ask --------------------------------------
-
-    def configure(self, *, page_size: int, ttl_ms: int) -> None:
-        """Apply endpoint settings that shape results (called by the middleware)."""
-        self._page_size = page_size
-        self._ttl_ms = ttl_ms
 
     def capabilities(self) -> JsonObject:
         """The server capabilities advertised by `server/discover`."""
@@ -216,19 +264,27 @@ class McpServer:
             return tool.timeout if tool else None
         return None
 
-    async def dispatch(self, request: McpRequest, ctx: Context) -> JsonObject:
+    async def dispatch(
+        self, request: McpRequest, ctx: Context, options: ResultOptions | None = None
+    ) -> JsonObject:
         """Answer one validated request; raises `McpError` for JSON-RPC errors."""
-        result = await self._methods[request.method](request, ctx)
+        options = options or ResultOptions()
+        result = await self._methods[request.method](request, ctx, options)
         result.setdefault("resultType", "complete")
-        result["_meta"] = {"io.modelcontextprotocol/serverInfo": self._server_info}
+        meta = result.get("_meta")
+        meta = dict(meta) if isinstance(meta, dict) else {}
+        meta[SERVER_INFO_KEY] = self._server_info
+        result["_meta"] = meta
         if request.method in _CACHEABLE:
-            result.setdefault("ttlMs", self._ttl_ms)
+            result.setdefault("ttlMs", options.ttl_ms)
             result.setdefault("cacheScope", "public")
         return result
 
     # -- methods ---------------------------------------------------------------------
 
-    async def _discover(self, request: McpRequest, ctx: Context) -> JsonObject:
+    async def _discover(
+        self, request: McpRequest, ctx: Context, options: ResultOptions
+    ) -> JsonObject:
         result: JsonObject = {
             "supportedVersions": list(SUPPORTED_VERSIONS),
             "capabilities": self.capabilities(),
@@ -237,10 +293,15 @@ class McpServer:
             result["instructions"] = self.instructions
         return result
 
-    async def _list_tools(self, request: McpRequest, ctx: Context) -> JsonObject:
-        return self._page(request, "tools", [t.describe() for t in self._tools.values()])
+    async def _list_tools(
+        self, request: McpRequest, ctx: Context, options: ResultOptions
+    ) -> JsonObject:
+        items = [t.describe() for t in self._tools.values()]
+        return _page(request, "tools", items, options.page_size)
 
-    async def _call_tool(self, request: McpRequest, ctx: Context) -> JsonObject:
+    async def _call_tool(
+        self, request: McpRequest, ctx: Context, options: ResultOptions
+    ) -> JsonObject:
         name = str(request.params["name"])
         tool = self._tools.get(name)
         if tool is None:
@@ -250,15 +311,21 @@ class McpServer:
             raise McpError(INVALID_PARAMS, "Invalid params: 'arguments' must be an object")
         return await tool.call(arguments, ctx)
 
-    async def _list_resources(self, request: McpRequest, ctx: Context) -> JsonObject:
+    async def _list_resources(
+        self, request: McpRequest, ctx: Context, options: ResultOptions
+    ) -> JsonObject:
         items = [r.describe() for r in self._resources.values() if not r.is_template]
-        return self._page(request, "resources", items)
+        return _page(request, "resources", items, options.page_size)
 
-    async def _list_templates(self, request: McpRequest, ctx: Context) -> JsonObject:
+    async def _list_templates(
+        self, request: McpRequest, ctx: Context, options: ResultOptions
+    ) -> JsonObject:
         items = [r.describe() for r in self._resources.values() if r.is_template]
-        return self._page(request, "resourceTemplates", items)
+        return _page(request, "resourceTemplates", items, options.page_size)
 
-    async def _read_resource(self, request: McpRequest, ctx: Context) -> JsonObject:
+    async def _read_resource(
+        self, request: McpRequest, ctx: Context, options: ResultOptions
+    ) -> JsonObject:
         uri = str(request.params["uri"])
         static = self._resources.get(uri)
         if static is not None and not static.is_template:
@@ -269,10 +336,15 @@ class McpServer:
                 return await resource.read(uri, variables, ctx)
         raise McpError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
 
-    async def _list_prompts(self, request: McpRequest, ctx: Context) -> JsonObject:
-        return self._page(request, "prompts", [p.describe() for p in self._prompts.values()])
+    async def _list_prompts(
+        self, request: McpRequest, ctx: Context, options: ResultOptions
+    ) -> JsonObject:
+        items = [p.describe() for p in self._prompts.values()]
+        return _page(request, "prompts", items, options.page_size)
 
-    async def _get_prompt(self, request: McpRequest, ctx: Context) -> JsonObject:
+    async def _get_prompt(
+        self, request: McpRequest, ctx: Context, options: ResultOptions
+    ) -> JsonObject:
         name = str(request.params["name"])
         prompt = self._prompts.get(name)
         if prompt is None:
@@ -282,19 +354,26 @@ class McpServer:
             raise McpError(INVALID_PARAMS, "Invalid params: 'arguments' must be an object")
         return await prompt.get(arguments, ctx)
 
-    async def _complete(self, request: McpRequest, ctx: Context) -> JsonObject:
+    async def _complete(
+        self, request: McpRequest, ctx: Context, options: ResultOptions
+    ) -> JsonObject:
         ref, argument = request.params.get("ref"), request.params.get("argument")
         if not isinstance(ref, dict) or not isinstance(argument, dict):
             raise McpError(INVALID_PARAMS, "Invalid params: 'ref' and 'argument' are required")
-        key = (str(ref.get("type")), str(ref.get("name") or ref.get("uri")))
+        name, value = argument.get("name"), argument.get("value", "")
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise McpError(INVALID_PARAMS, "Invalid params: argument name and value are strings")
+        key = self._completion_key(ref)
         completer = self._completers.get(key)
         if completer is None:
             return {"completion": {"values": [], "total": 0, "hasMore": False}}
-        context = request.params.get("context") or {}
-        args = context.get("arguments") or {} if isinstance(context, dict) else {}
-        values = completer(str(argument.get("name")), str(argument.get("value", "")), dict(args))
-        if isinstance(values, Awaitable):
-            values = await values
+        context = request.params.get("context")
+        args = context.get("arguments") if isinstance(context, dict) else None
+        call_args = (name, value, dict(args) if isinstance(args, dict) else {})
+        if inspect.iscoroutinefunction(completer):
+            values = await completer(*call_args)
+        else:
+            values = await ctx.run_sync(completer, *call_args)
         values = [str(v) for v in values]
         return {
             "completion": {
@@ -304,20 +383,37 @@ class McpServer:
             }
         }
 
-    def _page(self, request: McpRequest, key: str, items: Sequence[JsonObject]) -> JsonObject:
-        start = _decode_cursor(request.params.get("cursor"), len(items))
-        end = start + self._page_size
-        result: JsonObject = {key: list(items[start:end])}
-        if end < len(items):
-            result["nextCursor"] = base64.urlsafe_b64encode(str(end).encode()).decode()
-        return result
+    def _completion_key(self, ref: dict[str, Any]) -> tuple[str, str]:
+        kind = ref.get("type")
+        if kind == "ref/prompt":
+            name = ref.get("name")
+            if not isinstance(name, str) or name not in self._prompts:
+                raise McpError(INVALID_PARAMS, f"Unknown prompt: {name}")
+            return kind, name
+        if kind == "ref/resource":
+            uri = ref.get("uri")
+            if not isinstance(uri, str) or uri not in self._resources:
+                raise McpError(INVALID_PARAMS, f"Unknown resource or template: {uri}")
+            return kind, uri
+        raise McpError(INVALID_PARAMS, "Invalid params: ref.type is ref/prompt or ref/resource")
+
+
+def _page(request: McpRequest, key: str, items: Sequence[JsonObject], size: int) -> JsonObject:
+    start = _decode_cursor(request.params.get("cursor"), len(items))
+    end = start + size
+    result: JsonObject = {key: list(items[start:end])}
+    if end < len(items):
+        result["nextCursor"] = base64.urlsafe_b64encode(str(end).encode()).decode()
+    return result
 
 
 def _decode_cursor(cursor: Any, size: int) -> int:
     if cursor is None:
         return 0
     try:
-        offset = int(base64.urlsafe_b64decode(str(cursor).encode()).decode())
+        if not isinstance(cursor, str):
+            raise ValueError
+        offset = int(base64.urlsafe_b64decode(cursor.encode()).decode())
     except (ValueError, binascii.Error, UnicodeDecodeError):
         offset = -1
     if not 0 <= offset <= size:

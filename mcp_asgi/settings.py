@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -33,7 +34,9 @@ class McpSettings(BaseSettings):
         default=15.0, ge=0, description="Seconds between SSE keep-alive comments; 0 disables."
     )
     max_request_duration: float | None = Field(
-        default=300.0, gt=0, description="Server-side deadline per request; None for no limit."
+        default=300.0,
+        gt=0,
+        description="Server-side deadline per request in seconds; None (env: 'none') for no limit.",
     )
     cancel_grace: float = Field(
         default=5.0,
@@ -59,8 +62,32 @@ class McpSettings(BaseSettings):
     @field_validator("path")
     @classmethod
     def _path_is_absolute(cls, value: str) -> str:
-        if not value.startswith("/"):
-            raise ValueError("path must start with '/'")
-        if len(value) > 1:
-            value = value.rstrip("/")
+        return normalize_path(value)
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins_are_origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for origin in value:
+            parts = urlsplit(origin.strip())
+            if origin.strip() != "*" and not (parts.scheme and parts.netloc):
+                raise ValueError(
+                    f"allowed origin {origin!r} must be '*' or scheme://host[:port], "
+                    "e.g. 'https://app.example.com'"
+                )
         return value
+
+    @field_validator("max_request_duration", mode="before")
+    @classmethod
+    def _none_from_env(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in ("", "none", "null"):
+            return None
+        return value
+
+
+def normalize_path(value: str) -> str:
+    """An endpoint path as the middleware matches it: absolute, without a trailing slash."""
+    if not isinstance(value, str) or not value.startswith("/"):
+        raise ValueError(f"path must be a string starting with '/', got {value!r}")
+    if "?" in value or "#" in value:
+        raise ValueError(f"path must not contain a query or fragment, got {value!r}")
+    return value.rstrip("/") or "/"

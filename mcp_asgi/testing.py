@@ -207,8 +207,8 @@ class McpTestClient:
             "mcp-method": method,
         }
         key = _NAME_PARAM.get(method)
-        params = body.get("params") or {}
-        if key and isinstance(params.get(key), str):
+        params = body.get("params")
+        if key and isinstance(params, Mapping) and isinstance(params.get(key), str):
             headers["mcp-name"] = encode_header_value(params[key])
         headers.update(self.extra_headers)
         return headers
