@@ -101,6 +101,28 @@ class ReplyWriter:
         """Never write again (the client is gone)."""
         self.state = ReplyState.DONE
 
+    async def close(self) -> None:
+        """End a reply that is still open, without another message (its request was
+        cancelled while the client stays connected). A reply not yet begun becomes an
+        empty event stream, or `202 Accepted` with no body in JSON mode."""
+        async with self._lock:
+            state, self.state = self.state, ReplyState.DONE
+            if state is ReplyState.DONE:
+                return
+            try:
+                if state is ReplyState.PENDING:
+                    sse = self._mode != "json"
+                    await self._send(
+                        {
+                            "type": "http.response.start",
+                            "status": 200 if sse else 202,
+                            "headers": _SSE_HEADERS if sse else [],
+                        }
+                    )
+                await self._send({"type": "http.response.body", "body": b""})
+            except Exception:
+                return
+
     async def _write(self, chunk: bytes, *, final: bool) -> bool:
         async with self._lock:
             if self.state is ReplyState.DONE:
