@@ -73,7 +73,10 @@ class MethodCatalog(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class McpRequest:
-    """A validated 2026-07-28 request: what a handler's request context is built from."""
+    """A validated request: what a handler's request context is built from.
+
+    `session_id` is set only for a 2025-era request, served in an `Mcp-Session-Id` session.
+    """
 
     id: RequestId
     method: str
@@ -84,6 +87,7 @@ class McpRequest:
     log_level: str | None
     progress_token: str | int | None
     meta: Mapping[str, Any]
+    session_id: str | None = None
 
     @property
     def target(self) -> str | None:

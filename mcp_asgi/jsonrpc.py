@@ -3,7 +3,8 @@
 Error tree::
 
     McpError                  raise in a handler: answered as that JSON-RPC error (HTTP 200)
-     └── ProtocolError        a request the transport rejects, with its HTTP status
+     ├── ProtocolError        a request the transport rejects, with its HTTP status
+     └── ResourceNotFound     no resource at a URI: -32602 (2025-era sessions get -32002)
 """
 
 from __future__ import annotations
@@ -66,6 +67,14 @@ class ProtocolError(McpError):
         super().__init__(code, message, data)
         self.http_status = status
         self.request_id = request_id
+
+
+class ResourceNotFound(McpError):
+    """No resource matches `uri` (`resources/read`): -32602 since 2026-07-28."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+        self.uri = uri
 
 
 def response(request_id: RequestId | None, result: JsonObject) -> JsonObject:

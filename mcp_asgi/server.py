@@ -12,7 +12,7 @@ from typing import Any, TypeVar, overload
 from ._primitives import Prompt, Resource, Tool
 from ._validate import SUPPORTED_VERSIONS, McpRequest, ParamHeader
 from .context import Context
-from .jsonrpc import INVALID_PARAMS, JsonObject, McpError
+from .jsonrpc import INVALID_PARAMS, JsonObject, McpError, ResourceNotFound
 from .schema import inspect_handler, parse_docstring
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -227,6 +227,11 @@ class McpServer:
 
     # -- what validation and the middleware ask --------------------------------------
 
+    @property
+    def server_info(self) -> JsonObject:
+        """This server's `Implementation` (name, version, title): a copy."""
+        return dict(self._server_info)
+
     def capabilities(self) -> JsonObject:
         """The server capabilities advertised by `server/discover`."""
         caps: JsonObject = {"logging": {}}
@@ -334,7 +339,7 @@ class McpServer:
             variables = resource.match(uri)
             if variables is not None:
                 return await resource.read(uri, variables, ctx)
-        raise McpError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+        raise ResourceNotFound(uri)
 
     async def _list_prompts(
         self, request: McpRequest, ctx: Context, options: ResultOptions

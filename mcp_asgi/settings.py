@@ -58,6 +58,23 @@ class McpSettings(BaseSettings):
         ge=0,
         description="Minimum seconds between progress notifications of a request.",
     )
+    legacy_enabled: bool = Field(
+        default=True,
+        description="Also serve 2025-era clients (initialize, Mcp-Session-Id, GET stream).",
+    )
+    session_ttl: float = Field(
+        default=1800.0,
+        gt=0,
+        description="Seconds a 2025-era session may go unused (nothing open) before it expires.",
+    )
+    max_sessions: int = Field(
+        default=10_000, gt=0, description="Most 2025-era sessions held at once (per process)."
+    )
+    legacy_disconnect_cancels: bool = Field(
+        default=True,
+        description="A 2025-era client's disconnect cancels its request; False: the work "
+        "continues and its result is discarded (the letter of the 2025 spec).",
+    )
 
     @field_validator("path")
     @classmethod

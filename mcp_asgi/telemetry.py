@@ -181,6 +181,8 @@ class RequestTelemetry(ScopeObserver):
         self._active_attrs = {a.MCP_METHOD_NAME: method}
         attributes = dict(common)
         attributes[a.JSONRPC_REQUEST_ID] = str(request.id)
+        if request.session_id is not None:  # 2025-era sessions only; never on metrics
+            attributes[a.MCP_SESSION_ID] = request.session_id
         if method == "resources/read" and request.target:
             attributes[a.MCP_RESOURCE_URI] = request.target
         client = asgi_scope.get("client")
