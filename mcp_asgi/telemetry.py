@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, propagate, trace
+from opentelemetry.metrics import _internal as _metrics_internal
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from . import _attributes as a
@@ -32,6 +33,13 @@ from .scope import RequestScope, ScopeObserver, SideEffect
 
 logger = logging.getLogger("mcp_asgi.telemetry")
 _NOOP = ScopeObserver()
+# Providers that record nothing: the API's defaults when no SDK is configured. The global
+# meter proxy is private API, hence the guarded lookup (without it: no fast path).
+_NOOP_TRACER_PROVIDERS: tuple[type, ...] = (trace.NoOpTracerProvider, trace.ProxyTracerProvider)
+_PROXY_METER_PROVIDER: tuple[type, ...] = tuple(
+    t for t in (getattr(_metrics_internal, "_ProxyMeterProvider", None),) if isinstance(t, type)
+)
+_NOOP_METER_PROVIDERS = (metrics.NoOpMeterProvider, *_PROXY_METER_PROVIDER)
 _MAX_JSON = 8192
 F = TypeVar("F", bound=Callable[..., None])
 
@@ -47,6 +55,9 @@ class Telemetry:
         record_arguments: bool = False,
     ) -> None:
         self.record_arguments = record_arguments
+        self._tracer_provider = tracer_provider
+        self._meter_provider = meter_provider
+        self._recording = False
         self._warned = False
         self._textmap: object = None
         self._fields: tuple[str, ...] = ()
@@ -100,17 +111,43 @@ class Telemetry:
             pass
 
     def begin(self, asgi_scope: Scope, request: McpRequest) -> ScopeObserver:
-        """Start the span of one validated request; a no-op observer if telemetry fails."""
+        """Start the span of one validated request; a no-op observer if telemetry fails.
+
+        Without an SDK (no-op or not-yet-configured providers) nothing is recorded, so no
+        span is built: only a trace context carried in `_meta` is made current for the
+        handler, so that its own outgoing calls still propagate it.
+        """
         try:
+            if not self._recording and self._noop():
+                parent, _ = self.parent(request.meta)
+                return _NOOP if parent is None else _ContextOnly(self, parent)
             return RequestTelemetry(self, asgi_scope, request)
         except Exception:
             self.failed()
             return _NOOP
 
+    def _noop(self) -> bool:
+        """Whether both providers record nothing. Once a real provider shows up (the
+        globals can be set only once), the answer is False for good."""
+        tracer_provider = self._tracer_provider
+        if tracer_provider is None or isinstance(tracer_provider, trace.ProxyTracerProvider):
+            tracer_provider = trace.get_tracer_provider()
+        meter_provider = self._meter_provider
+        if meter_provider is None or isinstance(meter_provider, _PROXY_METER_PROVIDER):
+            meter_provider = metrics.get_meter_provider()
+        if isinstance(tracer_provider, _NOOP_TRACER_PROVIDERS) and isinstance(
+            meter_provider, _NOOP_METER_PROVIDERS
+        ):
+            return True
+        self._recording = True
+        return False
+
     def rejected(self, asgi_scope: Scope, message: IncomingMessage, error: McpError) -> None:
         """Emit a short span for a request whose method was readable but that validation
         rejected (protocol version, `_meta`, unknown method, header mismatch)."""
         try:
+            if not self._recording and self._noop():
+                return
             method = message.method if message.method in a.KNOWN_METHODS else a.OTHER
             attributes = _network(asgi_scope)
             attributes[a.MCP_METHOD_NAME] = method
@@ -338,6 +375,17 @@ class RequestTelemetry(ScopeObserver):
         attrs = self._cancel_attrs(scope)
         attrs[a.CANCELLATION_OUTCOME] = str(scope.outcome)
         return attrs
+
+
+class _ContextOnly(ScopeObserver):
+    """No SDK: no span and no metric; the handler still runs in the `_meta` context."""
+
+    def __init__(self, telemetry: Telemetry, context: otel_context.Context) -> None:
+        self._t = telemetry
+        self._context = context
+
+    def activate(self) -> _Activation:
+        return _Activation(self._t, self._context)
 
 
 class _Activation:

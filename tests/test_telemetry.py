@@ -347,6 +347,27 @@ async def test_parent_from_meta_with_link_to_http_span(otel: Otel) -> None:
     }
 
 
+async def test_without_sdk_meta_context_still_reaches_the_handler() -> None:
+    """With no-op providers nothing is recorded, yet the handler runs in the `_meta` context."""
+    app = McpMiddleware(
+        plain,
+        server=build_server(Handlers()),
+        settings=McpSettings(response_mode="json"),
+        tracer_provider=trace.NoOpTracerProvider(),
+        meter_provider=metrics.NoOpMeterProvider(),
+    )
+    meta = {"traceparent": f"00-{TRACE_ID:032x}-{PARENT_ID:016x}-01", "baggage": "tenant=acme"}
+    response = await call(app, "tools/call", {"name": "whoami", "arguments": {}}, meta=meta)
+    seen = result_of(response)["structuredContent"]
+    assert seen == {
+        "trace_id": f"{TRACE_ID:032x}",
+        "span_id": f"{PARENT_ID:016x}",
+        "tenant": "acme",
+    }
+    plain_response = await call(app, "tools/call", {"name": "whoami", "arguments": {}})
+    assert result_of(plain_response)["structuredContent"]["trace_id"] == "0" * 32
+
+
 async def test_invalid_meta_traceparent_falls_back_to_ambient(otel: Otel) -> None:
     """A malformed `_meta.traceparent` is ignored: the HTTP span is the parent, no link."""
     app = OpenTelemetryMiddleware(build_app(otel), tracer_provider=otel.tracer_provider)
@@ -522,7 +543,7 @@ class ExplodingSpan(trace.NonRecordingSpan):
         self._explode()
 
 
-class ExplodingTracer(trace.NoOpTracer):
+class ExplodingTracer(trace.Tracer):
     """A tracer that hands out exploding spans, or raises itself."""
 
     def __init__(self, raise_on_start: bool) -> None:
@@ -533,8 +554,11 @@ class ExplodingTracer(trace.NoOpTracer):
             raise RuntimeError("tracer exploded")
         return ExplodingSpan()
 
+    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("tracer exploded")
 
-class ExplodingTracerProvider(trace.NoOpTracerProvider):
+
+class ExplodingTracerProvider(trace.TracerProvider):
     """A provider whose tracer (or itself) raises."""
 
     def __init__(self, where: str) -> None:
@@ -546,7 +570,7 @@ class ExplodingTracerProvider(trace.NoOpTracerProvider):
         return ExplodingTracer(raise_on_start=self.where == "start")
 
 
-class ExplodingMeterProvider(metrics.NoOpMeterProvider):
+class ExplodingMeterProvider(metrics.MeterProvider):
     """A meter provider that raises."""
 
     def get_meter(self, *args: Any, **kwargs: Any) -> metrics.Meter:
