@@ -45,6 +45,8 @@ CANCELLATION_LATENCY_METRIC: Final = "mcp_asgi.cancellation.latency"
 CANCELLATIONS: Final = "mcp_asgi.cancellations"
 ORPHANS_ACTIVE: Final = "mcp_asgi.orphans.active"
 REQUESTS_ACTIVE: Final = "mcp_asgi.requests.active"
+BUS_OUTAGES: Final = "mcp_asgi.bus.outages"
+BUS_DROPPED: Final = "mcp_asgi.bus.dropped"
 
 DURATION_BUCKETS: Final = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 LATENCY_BUCKETS: Final = (

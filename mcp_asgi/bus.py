@@ -1,20 +1,27 @@
 """The notification bus: how "something changed" reaches every listening stream.
 
 `server.notify_tools_changed()` and friends publish a `ChangeEvent`; every
-`subscriptions/listen` stream (and every legacy GET stream) holds a `Subscription` and
-receives the events it opted into. The default bus is in-process; a bus shared by several
-processes or replicas (e.g. Redis pub/sub) implements the same protocol.
+`subscriptions/listen` stream holds a subscription and receives the events it opted into.
+The default bus is in-process; a bus shared by several processes or replicas
+(`mcp_asgi.redis_bus.RedisBus`) implements the same protocol.
+
+Subscribers live on one event loop. `publish_nowait` may be called from any thread (a
+sync route or tool running in a worker thread): the delivery is handed to that loop.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
+from anyio.lowlevel import EventLoopToken
 from anyio.streams.memory import MemoryObjectSendStream
 
 logger = logging.getLogger("mcp_asgi.bus")
@@ -22,6 +29,12 @@ logger = logging.getLogger("mcp_asgi.bus")
 ChangeKind = Literal[
     "tools_list_changed", "prompts_list_changed", "resources_list_changed", "resource_updated"
 ]
+CHANGE_KINDS: tuple[ChangeKind, ...] = (
+    "tools_list_changed",
+    "prompts_list_changed",
+    "resources_list_changed",
+    "resource_updated",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +49,13 @@ class NotificationBus(Protocol):
     """Publishes change events to every subscriber, possibly across processes."""
 
     async def publish(self, event: ChangeEvent) -> None:
-        """Deliver `event` to every current subscriber; never blocks on a slow one."""
+        """Deliver `event` to every current subscriber; never waits on a slow subscriber
+        or on the network."""
+        ...
+
+    def publish_nowait(self, event: ChangeEvent) -> None:
+        """`publish` for sync code, from any thread; a no-op before the bus has an event
+        loop (nothing can be listening yet)."""
         ...
 
     def subscribe(self) -> AbstractAsyncContextManager[AsyncIterator[ChangeEvent]]:
@@ -48,6 +67,38 @@ class NotificationBus(Protocol):
         ...
 
 
+class LoopBinding:
+    """The event loop a bus's subscribers live on, so other threads can reach it."""
+
+    __slots__ = ("_thread", "_token")
+
+    def __init__(self) -> None:
+        self._token: EventLoopToken | None = None
+        self._thread: int | None = None
+
+    @property
+    def bound(self) -> bool:
+        return self._token is not None
+
+    def bind(self) -> None:
+        """Remember the current event loop (call from async code); the first one wins."""
+        if self._token is None:
+            self._token = anyio.lowlevel.current_token()
+            self._thread = threading.get_ident()
+
+    def call(self, fn: Callable[[], None]) -> None:
+        """Run `fn` on the bound loop: directly from its thread, handed over from others."""
+        if self._token is None:
+            return
+        if threading.get_ident() == self._thread:
+            fn()
+            return
+        try:
+            anyio.from_thread.run_sync(fn, token=self._token)
+        except RuntimeError:
+            logger.debug("event loop gone: change event dropped", exc_info=True)
+
+
 class InProcessBus:
     """Fan-out to the subscribers of this process. A subscriber that falls more than
     `buffer` events behind loses the overflow (it is logged), so publishing never blocks."""
@@ -57,6 +108,7 @@ class InProcessBus:
             raise ValueError("buffer must be at least 1")
         self._buffer = buffer
         self._subscribers: set[MemoryObjectSendStream[ChangeEvent]] = set()
+        self._loop = LoopBinding()
 
     @property
     def subscriber_count(self) -> int:
@@ -64,10 +116,14 @@ class InProcessBus:
         return len(self._subscribers)
 
     async def publish(self, event: ChangeEvent) -> None:
-        self.deliver(event)
+        self._loop.bind()
+        self._loop.call(lambda: self.deliver(event))
+
+    def publish_nowait(self, event: ChangeEvent) -> None:
+        self._loop.call(lambda: self.deliver(event))
 
     def deliver(self, event: ChangeEvent) -> None:
-        """Hand `event` to every local subscriber without waiting."""
+        """Hand `event` to every local subscriber without waiting (on the loop's thread)."""
         for stream in list(self._subscribers):
             try:
                 stream.send_nowait(event)
@@ -80,6 +136,7 @@ class InProcessBus:
 
     @asynccontextmanager
     async def subscribe(self) -> AsyncIterator[AsyncIterator[ChangeEvent]]:
+        self._loop.bind()
         send, receive = anyio.create_memory_object_stream[ChangeEvent](self._buffer)
         self._subscribers.add(send)
         try:
@@ -91,4 +148,5 @@ class InProcessBus:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
+        self._loop.bind()
         yield

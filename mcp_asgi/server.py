@@ -9,9 +9,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
+from ._changes import ChangeNotifications
+from ._listen import LISTEN, Subscriptions
 from ._primitives import Prompt, Resource, Tool
 from ._validate import SUPPORTED_VERSIONS, McpRequest, ParamHeader
+from .bus import NotificationBus
 from .context import Context
+from .input import InputRequired, is_retry
 from .jsonrpc import INVALID_PARAMS, JsonObject, McpError, ResourceNotFound
 from .schema import inspect_handler, parse_docstring
 
@@ -26,6 +30,7 @@ class ResultOptions:
 
     page_size: int = 100
     ttl_ms: int = 0
+    listen_max_duration: float | None = None
 
 
 _CACHEABLE = frozenset(
@@ -40,13 +45,16 @@ _CACHEABLE = frozenset(
 )
 
 
-class McpServer:
+class McpServer(ChangeNotifications):
     """The tools, resources and prompts one MCP endpoint serves.
 
     Register handlers with the decorators. Parameter type hints and the docstring become
     the JSON Schema and descriptions; a parameter annotated `Context` receives the request
     context, one annotated `CancelToken` the thread cancel token. `def` handlers run in a
     worker thread, `async def` handlers on the event loop.
+
+    Change notifications (`notify_tools_changed()` ..., `remove_tool()` ...) travel on
+    `bus`: in-process by default, or e.g. a `RedisBus` shared by every replica.
     """
 
     def __init__(
@@ -56,6 +64,7 @@ class McpServer:
         version: str = "0.0.0",
         instructions: str | None = None,
         title: str | None = None,
+        bus: NotificationBus | None = None,
     ) -> None:
         if not name:
             raise ValueError("server name must not be empty")
@@ -69,6 +78,7 @@ class McpServer:
         self._resources: dict[str, Resource] = {}
         self._prompts: dict[str, Prompt] = {}
         self._completers: dict[tuple[str, str], Completer] = {}
+        self.subscriptions = Subscriptions(bus, lambda: self._server_info)
         self._methods: dict[
             str, Callable[[McpRequest, Context, ResultOptions], Awaitable[JsonObject]]
         ] = {
@@ -81,6 +91,7 @@ class McpServer:
             "prompts/list": self._list_prompts,
             "prompts/get": self._get_prompt,
             "completion/complete": self._complete,
+            LISTEN: self._listen,
         }
 
     # -- registration ----------------------------------------------------------------
@@ -219,11 +230,11 @@ class McpServer:
 
         return register
 
-    @staticmethod
-    def _add(registry: dict[str, Any], key: str, item: Any) -> None:
+    def _add(self, registry: dict[str, Any], key: str, item: Any) -> None:
         if key in registry:
             raise ValueError(f"{key!r} is already registered")
         registry[key] = item
+        self._registry_changed(registry)
 
     # -- what validation and the middleware ask --------------------------------------
 
@@ -236,11 +247,11 @@ class McpServer:
         """The server capabilities advertised by `server/discover`."""
         caps: JsonObject = {"logging": {}}
         if self._tools:
-            caps["tools"] = {}
+            caps["tools"] = {"listChanged": True}
         if self._resources:
-            caps["resources"] = {}
+            caps["resources"] = {"listChanged": True, "subscribe": True}
         if self._prompts:
-            caps["prompts"] = {}
+            caps["prompts"] = {"listChanged": True}
         if self._completers:
             caps["completions"] = {}
         return caps
@@ -274,15 +285,20 @@ class McpServer:
     ) -> JsonObject:
         """Answer one validated request; raises `McpError` for JSON-RPC errors."""
         options = options or ResultOptions()
-        result = await self._methods[request.method](request, ctx, options)
+        try:
+            result = await self._methods[request.method](request, ctx, options)
+        except InputRequired as pending:  # a handler asked the client for input (MRTR)
+            result = pending.result
         result.setdefault("resultType", "complete")
         meta = result.get("_meta")
         meta = dict(meta) if isinstance(meta, dict) else {}
         meta[SERVER_INFO_KEY] = self._server_info
         result["_meta"] = meta
-        if request.method in _CACHEABLE:
+        if request.method in _CACHEABLE and result["resultType"] == "complete":
             result.setdefault("ttlMs", options.ttl_ms)
             result.setdefault("cacheScope", "public")
+            if is_retry(request.params):  # answers from an MRTR round: never cached
+                result["ttlMs"] = 0
         return result
 
     # -- methods ---------------------------------------------------------------------
@@ -297,6 +313,14 @@ class McpServer:
         if self.instructions:
             result["instructions"] = self.instructions
         return result
+
+    async def _listen(
+        self, request: McpRequest, ctx: Context, options: ResultOptions
+    ) -> JsonObject:
+        capabilities = self.capabilities()
+        return await self.subscriptions.serve(
+            request, ctx, capabilities, options.listen_max_duration
+        )
 
     async def _list_tools(
         self, request: McpRequest, ctx: Context, options: ResultOptions

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ResponseMode = Literal["auto", "json", "sse"]
@@ -75,6 +75,29 @@ class McpSettings(BaseSettings):
         description="A 2025-era client's disconnect cancels its request; False: the work "
         "continues and its result is discarded (the letter of the 2025 spec).",
     )
+    listen_max_duration: float | None = Field(
+        default=None,
+        gt=0,
+        description="Seconds after which the server ends a subscriptions/listen stream "
+        "gracefully (the client listens again, e.g. on another replica); None: no limit. "
+        "max_request_duration does not apply to listen streams.",
+    )
+    bus_url: str | None = Field(
+        default=None,
+        description="Redis URL (redis://host:6379/0) of the notification bus shared by all "
+        "workers and replicas (needs mcp-asgi[redis]); None: in-process.",
+    )
+    bus_channel: str = Field(
+        default="mcp_asgi:changes", min_length=1, description="Redis pub/sub channel of the bus."
+    )
+    request_state_key: SecretStr | None = Field(
+        default=None,
+        description="Secret that seals MRTR requestState (HMAC-SHA256); every worker and "
+        "replica needs the same one. None: a random per-process key (a warning is logged).",
+    )
+    request_state_ttl: float = Field(
+        default=600.0, gt=0, description="Seconds an MRTR requestState stays valid."
+    )
 
     @field_validator("path")
     @classmethod
@@ -93,7 +116,7 @@ class McpSettings(BaseSettings):
                 )
         return value
 
-    @field_validator("max_request_duration", mode="before")
+    @field_validator("max_request_duration", "listen_max_duration", mode="before")
     @classmethod
     def _none_from_env(cls, value: object) -> object:
         if isinstance(value, str) and value.strip().lower() in ("", "none", "null"):

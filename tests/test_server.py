@@ -174,9 +174,9 @@ async def test_discover_describes_the_server(app: McpMiddleware) -> None:
     assert result["supportedVersions"] == ["2026-07-28"]
     assert result["capabilities"] == {
         "logging": {},
-        "tools": {},
-        "resources": {},
-        "prompts": {},
+        "tools": {"listChanged": True},
+        "resources": {"listChanged": True, "subscribe": True},
+        "prompts": {"listChanged": True},
         "completions": {},
     }
     assert result["instructions"] == "Ask about the weather."
@@ -199,7 +199,7 @@ async def test_discover_advertises_only_what_is_registered() -> None:
         """Nothing."""
 
     result = await result_of(make_app(server, list_ttl_ms=60_000), "server/discover")
-    assert result["capabilities"] == {"logging": {}, "tools": {}}
+    assert result["capabilities"] == {"logging": {}, "tools": {"listChanged": True}}
     assert "instructions" not in result
     assert result["ttlMs"] == 60_000
 
