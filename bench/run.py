@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -273,6 +273,18 @@ def summarise_stacks(raw: str, note: str, top: int = 30) -> str:
     return "\n".join(lines) + "\n"
 
 
+def git_state() -> str:
+    """The commit measured, and whether mcp_asgi/ had uncommitted changes."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=env.ROOT, capture_output=True, text=True)
+        return done.stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--", "mcp_asgi")
+    return f"{head}" + (" plus uncommitted changes in mcp_asgi/" if dirty else "")
+
+
 # -- main ------------------------------------------------------------------------------
 
 
@@ -285,6 +297,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--duration", type=float, help="seconds of wrk load per measurement")
     parser.add_argument("--samples", type=int, help="cancel samples per tool per round")
     parser.add_argument("--streams", type=int, default=500, help="mass-cancel streams")
+    parser.add_argument("--figures", help="comma-separated subset of: throughput, cancel, mass")
     parser.add_argument("--skip-setup", action="store_true", help="do not touch venvs or apt")
     parser.add_argument("--upgrade-peers", action="store_true", help="reinstall the peers")
     parser.add_argument("--no-report", action="store_true", help="JSON only, no tables/plots")
@@ -299,6 +312,11 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         parser.error(f"unknown targets: {', '.join(unknown)}")
     targets = [BY_NAME[n] for n in names]
+    if args.figures:
+        wanted = frozenset(args.figures.split(","))
+        if wanted - ALL:
+            parser.error(f"unknown figures: {', '.join(sorted(wanted - ALL))}")
+        targets = [replace(t, figures=t.figures & wanted) for t in targets]
 
     has_wrk = True
     if not args.skip_setup:
@@ -338,6 +356,7 @@ def main(argv: list[str] | None = None) -> None:
             if env.PEERS_PYTHON.exists()
             else {},
         },
+        "git": git_state(),
         "concurrency": load.CONCURRENCY,
         "close_after_ms": load.CLOSE_AFTER * 1000,
         "targets": {t.name: {"label": t.label, "mode": t.mode, "peer": t.peer} for t in targets},
