@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
@@ -9,7 +11,8 @@ from typing import Any, TypeVar
 import anyio
 import anyio.lowlevel
 
-from . import jsonrpc
+from . import _process, jsonrpc
+from ._process import Argv, ProcessLines
 from ._validate import LOG_LEVELS
 from .cancel import CancelReason, CancelToken
 from .jsonrpc import RequestId
@@ -25,13 +28,20 @@ class Context:
     nothing reaches the client after the request is cancelled.
     """
 
-    __slots__ = ("_last_progress", "_last_progress_at", "_min_interval", "_scope")
+    __slots__ = ("_kill_grace", "_last_progress", "_last_progress_at", "_min_interval", "_scope")
 
-    def __init__(self, scope: RequestScope, *, progress_min_interval: float = 0.0) -> None:
+    def __init__(
+        self,
+        scope: RequestScope,
+        *,
+        progress_min_interval: float = 0.0,
+        process_kill_grace: float = 2.0,
+    ) -> None:
         self._scope = scope
         self._last_progress: float | None = None
         self._last_progress_at = -float("inf")
         self._min_interval = progress_min_interval
+        self._kill_grace = process_kill_grace
 
     # -- who is asking ---------------------------------------------------------------
 
@@ -82,28 +92,96 @@ class Context:
     async def checkpoint(self) -> None:
         """Yield to the event loop; raises the cancellation if the request was cancelled.
 
-        Call it in long CPU-bound loops so a disconnect is noticed between steps.
+        Call it between steps of a long CPU-bound loop in an `async def` handler: the loop
+        only notices a disconnect while the handler yields, and the handler only stops at an
+        `await`.
         """
         await anyio.lowlevel.checkpoint()
+
+    # -- work outside the event loop -------------------------------------------------
 
     async def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking function in a worker thread, bound to this request.
 
-        On cancel the request ends at once; the thread is told through `cancel_token` and,
-        if it runs past the cancel grace period, is counted as an orphan until it returns.
+        On cancel the request ends at once: the thread cannot be stopped, so it is abandoned
+        and told through `cancel_token` (pass it to `fn` and poll it). A thread still
+        running after the cancel grace period is counted as an orphan until it returns.
         """
-        result: T = await self._scope.run_sync(lambda: fn(*args))
-        return result
+        return await self._scope.run_sync(lambda: fn(*args))
+
+    async def run_process(
+        self,
+        argv: Argv,
+        *,
+        input: bytes | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        check: bool = True,
+    ) -> subprocess.CompletedProcess[bytes]:
+        """Run a command (no shell) to completion and return its exit status and output.
+
+        The child starts in its own process group. If the request is cancelled, the whole
+        group (grandchildren included) gets SIGTERM, then SIGKILL after the
+        `process_kill_grace` setting; the call returns only once no process of the group is
+        left. Anything still running in the group when the command exits is stopped the same
+        way. `check=True` raises `subprocess.CalledProcessError` on a non-zero exit status.
+        """
+        return await _process.run(
+            argv,
+            input=input,
+            cwd=cwd,
+            env=env,
+            check=check,
+            kill_grace=self._kill_grace,
+            owner=self._scope,
+        )
+
+    def stream_process(
+        self,
+        argv: Argv,
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        stderr: int | None = subprocess.DEVNULL,
+        check: bool = True,
+        encoding: str = "utf-8",
+    ) -> ProcessLines:
+        """Run a command (no shell) and iterate over its standard output line by line::
+
+            async with ctx.stream_process(["tail", "-n", "20", path]) as lines:
+                async for line in lines:
+                    await ctx.report_progress(...)
+
+        Lines come without their line ending. `stderr` is discarded by default
+        (`subprocess.STDOUT` merges it into the lines, None inherits the server's). The
+        process group is stopped like `run_process`'s when the block ends, when the
+        request is cancelled, or at the latest when the handler exits. `check=True` raises
+        `subprocess.CalledProcessError` after the last line on a non-zero exit status.
+        """
+        return ProcessLines(
+            argv,
+            cwd=cwd,
+            env=env,
+            stderr=stderr,
+            check=check,
+            encoding=encoding,
+            kill_grace=self._kill_grace,
+            owner=self._scope,
+        )
 
     # -- side effects ----------------------------------------------------------------
 
-    def side_effect(self, name: str, *, idempotency_key: str | None = None) -> SideEffectMark:
+    def side_effect(self, name: str, idempotency_key: str | None = None) -> SideEffectMark:
         """Mark an irreversible step (a charge, an e-mail, a write to another system).
 
-        A cancel that lands after the mark is recorded for reconciliation (span attribute,
-        counter, WARNING log) instead of passing as a clean cancel. Call it just before the
-        step; or use `async with ctx.side_effect(...)` to also shield the step from
-        cancellation so it completes and is recorded as done.
+        Call it just before the step. A cancel that lands after the mark is recorded for
+        reconciliation (span attribute, counter, one WARNING log record with the name and
+        `idempotency_key`) instead of passing as a clean cancel. Use
+        `async with ctx.side_effect(...)` to also shield the step from cancellation, so it
+        completes (the cancel takes effect right after the block).
+
+        Raises `RequestCancelled` if the request is already cancelled: the step is never
+        started after the signal. Safe to call from a worker thread.
         """
         if not name:
             raise ValueError("side effect name must not be empty")
@@ -160,9 +238,10 @@ class SideEffectMark:
     __slots__ = ("_shield",)
 
     def __init__(self) -> None:
-        self._shield = anyio.CancelScope(shield=True)
+        self._shield: anyio.CancelScope | None = None
 
     async def __aenter__(self) -> None:
+        self._shield = anyio.CancelScope(shield=True)
         self._shield.__enter__()
 
     async def __aexit__(
@@ -171,4 +250,5 @@ class SideEffectMark:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._shield.__exit__(exc_type, exc, tb)
+        if self._shield is not None:
+            self._shield.__exit__(exc_type, exc, tb)
