@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import enum
 import json
+import logging
 from typing import Any, Final
 
 import anyio
+from pydantic_core import to_jsonable_python
 from sse_starlette.event import ServerSentEvent
 
 from ._asgi import Send
+from .jsonrpc import INTERNAL_ERROR
 from .settings import ResponseMode
 
 _JSON_HEADERS: Final = [(b"content-type", b"application/json")]
@@ -24,6 +27,7 @@ _SSE_HEADERS: Final = [
     (b"x-accel-buffering", b"no"),
 ]
 _KEEPALIVE: Final = ServerSentEvent(comment="").encode()
+_errors = logging.getLogger("mcp_asgi.errors")
 
 
 class ReplyState(enum.Enum):
@@ -33,8 +37,33 @@ class ReplyState(enum.Enum):
 
 
 def dump(message: Any) -> bytes:
-    """Compact JSON encoding of one JSON-RPC message."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """Compact JSON encoding of one JSON-RPC message.
+
+    Values plain `json` cannot encode (datetimes, UUIDs, models, bytes in an error's
+    `data` or a prompt's content) are converted as pydantic would, NaN and infinities
+    become null. A response that still cannot be encoded is replaced by a -32603 error
+    for the same id, so the client always gets valid JSON; a notification raises
+    `TypeError` to the handler that tried to send it.
+    """
+    try:
+        return _encode(message)
+    except (TypeError, ValueError):
+        pass
+    try:
+        return _encode(to_jsonable_python(message, inf_nan_mode="null"))
+    except (TypeError, ValueError):
+        pass
+    if not (isinstance(message, dict) and ("result" in message or "error" in message)):
+        raise TypeError("the message cannot be encoded as JSON") from None
+    _errors.error("a reply could not be encoded as JSON", extra={"request_id": message.get("id")})
+    error = {"code": INTERNAL_ERROR, "message": "Internal error: the reply is not valid JSON"}
+    return _encode({"jsonrpc": "2.0", "id": message.get("id"), "error": error})
+
+
+def _encode(message: Any) -> bytes:
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode(
+        "utf-8"
+    )
 
 
 async def send_json(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import threading
 from typing import Annotated, Any
@@ -645,6 +646,58 @@ async def test_json_mode_drops_progress() -> None:
     )
     assert reply.content_type == "application/json"
     assert reply.result["content"][0]["text"] == "2 steps"
+
+
+# -- replies that plain json cannot encode ------------------------------------------
+
+
+def awkward_server() -> McpServer:
+    server = McpServer("awkward")
+
+    @server.tool()
+    async def dated(ctx: Context) -> str:
+        """Fails with error data that is not plain JSON."""
+        await ctx.report_progress(1)
+        raise McpError(4002, "stale", {"since": datetime.datetime(2020, 1, 2, 3, 4, 5)})
+
+    @server.resource("odd://thing")
+    async def thing() -> Any:
+        """Something JSON cannot represent at all."""
+        return {"nan": float("nan")}
+
+    @server.prompt()
+    def binary() -> list[dict[str, Any]]:
+        """A prompt whose content carries an unencodable object."""
+        return [{"role": "user", "content": {"type": "text", "text": object()}}]
+
+    return server
+
+
+@pytest.mark.parametrize("progress", [False, True], ids=["json", "sse"])
+async def test_error_data_is_encoded_like_pydantic(progress: bool) -> None:
+    """McpError data with datetimes reaches the client as JSON, in JSON and SSE replies."""
+    app = make_app(awkward_server())
+    reply = await call(app, "tools/call", {"name": "dated", "arguments": {}}, progress=progress)
+    assert reply.status == 200
+    assert reply.error == {
+        "code": 4002,
+        "message": "stale",
+        "data": {"since": "2020-01-02T03:04:05"},
+    }
+
+
+async def test_nan_becomes_null() -> None:
+    """NaN never reaches the wire (it is not JSON): it is sent as null."""
+    reply = await call(make_app(awkward_server()), "resources/read", {"uri": "odd://thing"})
+    assert json.loads(reply.result["contents"][0]["text"]) == {"nan": None}
+
+
+async def test_unencodable_result_is_an_internal_error() -> None:
+    """A result that cannot be encoded at all is answered with -32603, never a bare 500."""
+    reply = await call(make_app(awkward_server()), "prompts/get", {"name": "binary"})
+    assert reply.status == 200
+    assert reply.final["id"] == 7
+    assert reply.error["code"] == -32603
 
 
 # -- registration errors -------------------------------------------------------------
