@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint typecheck pytest bench bench-quick format clean
+.PHONY: run test test-deps lint typecheck pytest bench bench-quick format clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,7 +24,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
+test-deps:  ## system packages the tests need: redis-server (the Redis bus tests)
+	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
+
+pytest: $(STAMP) test-deps
 	$(BIN)/python -m pytest
 
 format: $(STAMP)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import anyio
 import anyio.lowlevel
@@ -15,7 +15,8 @@ from . import _process, jsonrpc
 from ._process import Argv, ProcessLines
 from ._validate import LOG_LEVELS
 from .cancel import CancelReason, CancelToken
-from .jsonrpc import RequestId
+from .input import ElicitResult, InputRound, M
+from .jsonrpc import JsonObject, RequestId
 from .scope import RequestScope
 
 T = TypeVar("T")
@@ -28,7 +29,14 @@ class Context:
     nothing reaches the client after the request is cancelled.
     """
 
-    __slots__ = ("_kill_grace", "_last_progress", "_last_progress_at", "_min_interval", "_scope")
+    __slots__ = (
+        "_inputs",
+        "_kill_grace",
+        "_last_progress",
+        "_last_progress_at",
+        "_min_interval",
+        "_scope",
+    )
 
     def __init__(
         self,
@@ -36,8 +44,10 @@ class Context:
         *,
         progress_min_interval: float = 0.0,
         process_kill_grace: float = 2.0,
+        inputs: InputRound | None = None,
     ) -> None:
         self._scope = scope
+        self._inputs = inputs
         self._last_progress: float | None = None
         self._last_progress_at = -float("inf")
         self._min_interval = progress_min_interval
@@ -230,6 +240,64 @@ class Context:
         if logger is not None:
             params["logger"] = logger
         await self._scope.write(jsonrpc.notification("notifications/message", params))
+
+    # -- asking the client (multi round-trip requests, see mcp_asgi.input) -----------
+
+    @overload
+    async def elicit(
+        self, message: str, schema: type[M], *, key: str | None = None
+    ) -> ElicitResult[M]: ...
+
+    @overload
+    async def elicit(
+        self, message: str, schema: Mapping[str, Any], *, key: str | None = None
+    ) -> ElicitResult[dict[str, Any]]: ...
+
+    async def elicit(self, message: str, schema: Any, *, key: str | None = None) -> Any:
+        """Ask the user to fill in a form: a flat object JSON Schema, or a pydantic model
+        (the answer's `content` is then an instance of it).
+
+        The first time, this ends the request with an `InputRequiredResult`; the client's
+        retry runs the handler again and this call returns the answer.
+        """
+        return await self._input_round().elicit(message, schema, key=key)
+
+    async def elicit_url(
+        self, message: str, url: str, *, key: str | None = None
+    ) -> ElicitResult[dict[str, Any]]:
+        """Send the user to `url` (for credentials, payments: never ask those in a form)."""
+        return await self._input_round().elicit_url(message, url, key=key)
+
+    async def sample(
+        self,
+        messages: str | Sequence[Mapping[str, Any]],
+        *,
+        max_tokens: int,
+        system_prompt: str | None = None,
+        key: str | None = None,
+        **params: Any,
+    ) -> JsonObject:
+        """Ask the client's model for a completion (`CreateMessageResult` as a dict)."""
+        return await self._input_round().sample(
+            messages, max_tokens=max_tokens, system_prompt=system_prompt, key=key, **params
+        )
+
+    async def list_roots(self, *, key: str | None = None) -> list[JsonObject]:
+        """Ask the client for its roots."""
+        return await self._input_round().list_roots(key=key)
+
+    async def gather(self, *questions: Awaitable[Any]) -> list[Any]:
+        """Ask several questions in one round: `a, b = await ctx.gather(ctx.elicit(...),
+        ctx.list_roots())`."""
+        return await self._input_round().gather(*questions)
+
+    def _input_round(self) -> InputRound:
+        if self._inputs is None:
+            raise RuntimeError(
+                f"{self.method} cannot ask the client for input: only tools/call, "
+                "resources/read and prompts/get can"
+            )
+        return self._inputs
 
 
 class SideEffectMark:

@@ -213,6 +213,8 @@ class InputRound:
         for family, sub in need.items():
             have = declared.get(family)
             missing = not isinstance(have, dict) or any(k not in have for k in sub)
+            if family == "elicitation" and not sub and isinstance(have, dict):
+                missing = bool(have) and "form" not in have  # {} means form only
             if missing:
                 raise ProtocolError(
                     400,

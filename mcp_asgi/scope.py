@@ -97,8 +97,12 @@ class RequestScope:
         keepalive_interval: float,
         observer: ScopeObserver,
         cancel_on_disconnect: bool = True,
+        on_server_end: Callable[[CancelReason], JsonObject] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`on_server_end`, when given, makes the final message sent when the server ends
+        the request (timeout, shutdown) instead of the JSON-RPC error; a listen stream
+        ends with its `subscriptions/listen` result this way."""
         self.request = request
         self.writer = writer
         self.token = CancelToken()
@@ -117,6 +121,7 @@ class RequestScope:
         self._keepalive = keepalive_interval if writer.streams else 0.0
         self._observer = observer
         self._cancel_on_disconnect = cancel_on_disconnect
+        self._on_server_end = on_server_end
         self._lock = threading.Lock()  # signals vs. side-effect marks made from threads
         self._replied = False
         self._finishing = False  # the final response is being written
@@ -193,7 +198,8 @@ class RequestScope:
         else:
             self._finishing = True  # a disconnect now changes nothing: the work is done
             try:
-                ok = await self.writer.finish(message)
+                status = self.error.http_status if self.error is not None else 200
+                ok = await self.writer.finish(message, status)
             finally:
                 self._finishing = False
             self._replied = ok
@@ -338,6 +344,8 @@ class RequestScope:
                 message = await receive()
                 if message["type"] == "http.disconnect":
                     break
+        if self._replied or self._finishing:
+            return  # the reply is complete (ASGI servers then report a disconnect)
         if self._client_gone():
             await anyio.sleep_forever()  # the handler goes on: keep watching the deadline
 
@@ -371,9 +379,13 @@ class RequestScope:
         if reason is None or reason.client_initiated or self._error_sent:
             return
         self._error_sent = True
-        self.error = _server_cancel_error(reason, self.timeout)
+        if self._on_server_end is not None:
+            message = self._on_server_end(reason)
+        else:
+            self.error = _server_cancel_error(reason, self.timeout)
+            message = jsonrpc.error_response(self.request.id, self.error)
         with anyio.CancelScope(shield=True), anyio.move_on_after(_ERROR_WRITE_TIMEOUT):
-            await self.writer.finish(jsonrpc.error_response(self.request.id, self.error))
+            await self.writer.finish(message)
 
     async def _stopped_from_outside(self) -> None:
         if self.cancel(CancelReason.SERVER_SHUTDOWN):
