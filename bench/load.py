@@ -10,6 +10,7 @@ import asyncio
 import http.client
 import json
 import os
+import random
 import re
 import shutil
 import socket
@@ -17,7 +18,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,10 @@ PROTOCOL_VERSION = "2026-07-28"
 ECHO_TEXT = "hello, benchmark"
 CONCURRENCY = 32
 CLOSE_AFTER = 0.300  # seconds between sending a slow call and closing its connection
+# Plus a random 0-10 ms, so that the close lands at a random phase of a thread tool's
+# 10 ms polling (300 ms is a multiple of it: without jitter every sample would land at the
+# same phase and measure one point of the distribution).
+CLOSE_JITTER = 0.010
 
 
 # -- requests --------------------------------------------------------------------------
@@ -340,6 +345,7 @@ def cancel_samples(
     costs the tool's whole run).
     """
     latencies: list[float] = []
+    closes: list[tuple[int, float]] = []
     never = not_started = 0
     id_iter = iter(ids)
     taken = 0
@@ -347,7 +353,7 @@ def cancel_samples(
         request_id = next(id_iter)
         sock = _connect(port)
         sock.sendall(tool_call(tool, {"seconds": seconds}, request_id, port, progress=True))
-        time.sleep(CLOSE_AFTER)
+        time.sleep(CLOSE_AFTER + random.uniform(0, CLOSE_JITTER))
         closed_at = time.monotonic()
         sock.close()
         taken += 1
@@ -362,8 +368,30 @@ def cancel_samples(
                 break
             continue
         latencies.append(max(0.0, cancelled - closed_at))
+        closes.append((request_id, closed_at))
         time.sleep(0.02)
-    return _latency_summary(latencies, taken=taken, never=never, not_started=not_started)
+    summary = _latency_summary(latencies, taken=taken, never=never, not_started=not_started)
+    _add_noticed(summary, exits, closes)
+    return summary
+
+
+def _add_noticed(
+    summary: dict[str, Any], exits: ExitTimes, closes: list[tuple[int, float]]
+) -> None:
+    """mcp_asgi targets also log when the request scope got the signal: split the latency
+    into close -> signal (the server noticed) and signal -> exit (the handler unwound)."""
+    time.sleep(0.12)  # "signal" lines are flushed by a background thread every 50 ms
+    exits.poll()
+    noticed, unwound = [], []
+    for request_id, closed_at in closes:
+        signalled = exits.get(request_id, "signal")
+        cancelled = exits.get(request_id, "cancel")
+        if signalled is not None and cancelled is not None:
+            noticed.append(round(max(0.0, signalled - closed_at) * 1000, 3))
+            unwound.append(round(max(0.0, cancelled - signalled) * 1000, 3))
+    if noticed:
+        summary["noticed_ms"] = noticed
+        summary["unwound_ms"] = unwound
 
 
 def _latency_summary(
@@ -389,6 +417,7 @@ def mass_cancel(
     request_ids: list[int],
     *,
     seconds: float = 20.0,
+    around_close: tuple[Callable[[], None], Callable[[], None]] | None = None,
 ) -> dict[str, Any]:
     """Open `streams` slow calls, measure the server's RSS, close them all at once.
 
@@ -408,12 +437,18 @@ def mass_cancel(
     time.sleep(0.5)  # let every stream send its first progress event
     rss_open = rss_kib(pid)
     closed_at: list[float] = []
+    if around_close:
+        around_close[0]()
     for sock in socks:
         closed_at.append(time.monotonic())
         sock.close()
     close_span = closed_at[-1] - closed_at[0]
     exits.wait_for(request_ids, ("cancel", "done"), 5.0)
+    if around_close:
+        time.sleep(0.2)  # let the request scopes finish after their handlers
+        around_close[1]()
     latencies = []
+    closes = []
     never = 0
     for request_id, closed in zip(request_ids, closed_at, strict=True):
         cancelled = exits.get(request_id, "cancel")
@@ -422,7 +457,9 @@ def mass_cancel(
                 never += 1
             continue
         latencies.append(max(0.0, cancelled - closed))
+        closes.append((request_id, closed))
     summary = _latency_summary(latencies, taken=streams, never=never, not_started=streams - started)
+    _add_noticed(summary, exits, closes)
     summary.update(
         {
             "all_started": all_started,

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import argparse
 import collections
+import io
 import itertools
 import json
+import os
+import re
 import shlex
 import signal
 import socket
@@ -83,8 +86,9 @@ def free_port() -> int:
 class Server:
     """One target's uvicorn process."""
 
-    def __init__(self, target: Target, workdir: Path) -> None:
+    def __init__(self, target: Target, workdir: Path, cprofile: Path | None = None) -> None:
         self.target = target
+        self.cprofile = cprofile
         self.port = free_port()
         self.exits_path = workdir / f"{target.name}-{self.port}.exits"
         self.exits_path.touch()
@@ -102,6 +106,8 @@ class Server:
             "--exits",
             str(self.exits_path),
         ]
+        if self.cprofile is not None:
+            command += ["--cprofile", str(self.cprofile)]
         started = time.monotonic()
         with open(self.log_path, "wb") as out:
             self.proc = subprocess.Popen(
@@ -216,6 +222,8 @@ def profile(target: Target, plan: Plan, phase: str, seconds: float) -> Path:
     """py-spy (from the peers' venv) on the target while it is loaded; writes a summary."""
     py_spy = env.PEERS_VENV / "bin" / "py-spy"
     RESULTS.mkdir(parents=True, exist_ok=True)
+    if phase == "mass":
+        return profile_mass(target, plan)
     with tempfile.TemporaryDirectory(prefix="mcp-asgi-profile-") as tmp:
         server = Server(target, Path(tmp))
         try:
@@ -231,11 +239,6 @@ def profile(target: Target, plan: Plan, phase: str, seconds: float) -> Path:
                 time.sleep(0.5)
                 result = load.run_wrk(server.port, seconds - 1)
                 note = f"echo under wrk -c32: {result['rps']:.0f} req/s while sampled"
-            elif phase == "mass":
-                spy = subprocess.Popen([*command, "-d", str(int(seconds))])
-                request_ids = [next(ids) for _ in range(plan.mass_streams)]
-                result = load.mass_cancel(server.port, server.pid, exits, request_ids)
-                note = f"mass cancel of {plan.mass_streams} while sampled: {fmt_latency(result)}"
             else:
                 spy = subprocess.Popen([*command, "-d", str(int(seconds))])
                 result = load.cancel_samples(server.port, exits, phase, ids, samples=20)
@@ -243,6 +246,46 @@ def profile(target: Target, plan: Plan, phase: str, seconds: float) -> Path:
             spy.wait(timeout=seconds + 30)
             out = RESULTS / f"profile-{target.name}-{phase}.txt"
             out.write_text(summarise_stacks(raw.read_text(), note))
+        finally:
+            server.stop()
+    return out
+
+
+def profile_mass(target: Target, plan: Plan) -> Path:
+    """cProfile (deterministic) of the server from just before the mass close until every
+    handler has exited: the whole cost of noticing and unwinding `mass_streams` cancels."""
+    import pstats
+
+    with tempfile.TemporaryDirectory(prefix="mcp-asgi-profile-") as tmp:
+        stats_path = Path(tmp) / "mass.pstats"
+        server = Server(target, Path(tmp), cprofile=stats_path)
+        try:
+            server.start()
+            exits = load.ExitTimes(server.exits_path)
+            request_ids = list(range(1000, 1000 + plan.mass_streams))
+            hooks = (
+                lambda: os.kill(server.pid, signal.SIGUSR1),
+                lambda: os.kill(server.pid, signal.SIGUSR2),
+            )
+            result = load.mass_cancel(
+                server.port, server.pid, exits, request_ids, around_close=hooks
+            )
+            deadline = time.monotonic() + 10
+            while not stats_path.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.2)
+            out = RESULTS / f"profile-{target.name}-mass.txt"
+            buffer = io.StringIO()
+            buffer.write(
+                f"cProfile of the mass cancel of {plan.mass_streams} (close to last exit): "
+                f"{fmt_latency(result)}\n"
+                "(cProfile inflates the cost of small functions: read the shares, not the "
+                "absolute times)\n"
+            )
+            stats = pstats.Stats(str(stats_path), stream=buffer)
+            stats.sort_stats("tottime").print_stats(35)
+            stats.sort_stats("cumulative").print_stats(90)
+            out.write_text(buffer.getvalue())
         finally:
             server.stop()
     return out
@@ -261,7 +304,7 @@ def summarise_stacks(raw: str, note: str, top: int = 30) -> str:
         frames = [f for f in stack.split(";") if f and not f.startswith("process ")]
         if not frames:
             continue
-        frames = [f.split(" ", 1)[-1] if f.startswith("thread ") else f for f in frames]
+        frames = [re.sub(r":\d+\)$", ")", f) for f in frames if not f.startswith("thread ")]
         total += count
         own[frames[-1]] += count
         for frame in set(frames):

@@ -20,6 +20,7 @@ import argparse
 import json
 import math
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -32,10 +33,26 @@ class ExitLog:
 
     def __init__(self, path: str) -> None:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._pending: list[str] = []
+        self._flusher: threading.Thread | None = None
 
     def __call__(self, kind: str, request_id: object) -> None:
         now = time.monotonic()
         os.write(self._fd, f"{kind} {request_id} {now:.6f}\n".encode())
+
+    def later(self, kind: str, request_id: object) -> None:
+        """Record now, write from a background thread (for hooks on the cancel path)."""
+        self._pending.append(f"{kind} {request_id} {time.monotonic():.6f}\n")
+        if self._flusher is None:
+            self._flusher = threading.Thread(target=self._flush, daemon=True)
+            self._flusher.start()
+
+    def _flush(self) -> None:
+        while True:
+            time.sleep(0.05)
+            if self._pending:
+                lines, self._pending = self._pending, []
+                os.write(self._fd, "".join(lines).encode())
 
 
 def _sleep_sync(seconds: float, cancelled: Callable[[], bool]) -> bool:
@@ -98,7 +115,30 @@ def mcp_asgi_app(log: ExitLog, variant: str) -> Any:
     middleware = McpMiddleware(Starlette(), server=mcp, settings=settings, **kwargs)
     if variant == "notel":
         _disable_telemetry(middleware)
+    _record_signals(log)
     return middleware
+
+
+def _record_signals(log: ExitLog) -> None:
+    """Also record when mcp_asgi's request scope receives the cancel signal ("signal"), so
+    the report can split close→exit into "server noticed the close" and "handler unwound".
+
+    Bench-only wrapper around a private method; skipped if it is not there. The line is
+    written by a background thread, off the cancel path.
+    """
+    from mcp_asgi import scope as scope_module
+
+    request_scope = getattr(scope_module, "RequestScope", None)
+    original = getattr(request_scope, "cancel", None)
+    if request_scope is None or original is None:
+        return
+
+    def cancel(self: Any, reason: Any) -> None:
+        if self.reason is None:
+            log.later("signal", self.request.id)
+        original(self, reason)
+
+    request_scope.cancel = cancel
 
 
 def _otel_sdk_providers() -> dict[str, Any]:
@@ -280,12 +320,33 @@ BUILDERS: dict[str, Callable[[ExitLog], Any]] = {
 }
 
 
+def _profile_on_signals(path: str) -> None:
+    """cProfile of exactly a window the driver chooses (e.g. a mass cancel)."""
+    import cProfile
+    import signal
+
+    profiler = cProfile.Profile()
+
+    def start(signum: int, frame: object) -> None:
+        profiler.enable()
+
+    def stop(signum: int, frame: object) -> None:
+        profiler.disable()
+        profiler.dump_stats(path)
+
+    signal.signal(signal.SIGUSR1, start)
+    signal.signal(signal.SIGUSR2, stop)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("target", choices=sorted(BUILDERS))
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--exits", required=True, help="file the tools append exit times to")
+    parser.add_argument("--cprofile", help="SIGUSR1 starts cProfile, SIGUSR2 dumps it here")
     args = parser.parse_args()
+    if args.cprofile:
+        _profile_on_signals(args.cprofile)
 
     import uvicorn
 
