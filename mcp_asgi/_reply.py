@@ -16,7 +16,7 @@ import anyio
 from pydantic_core import to_jsonable_python
 from sse_starlette.event import ServerSentEvent
 
-from ._asgi import Send
+from ._asgi import Message, Send
 from .jsonrpc import INTERNAL_ERROR
 from .settings import ResponseMode
 
@@ -87,13 +87,22 @@ class ReplyWriter:
     exception from `send` means the client is gone: the writer turns DONE and reports False.
     """
 
-    __slots__ = ("_lock", "_mode", "_send", "state")
+    __slots__ = ("_ended", "_lock", "_mode", "_send_asgi", "_started", "state")
 
     def __init__(self, send: Send, mode: ResponseMode) -> None:
-        self._send = send
+        self._send_asgi = send
         self._mode: ResponseMode = mode
         self._lock = anyio.Lock(fast_acquire=True)
+        self._started = False
+        self._ended = False
         self.state = ReplyState.PENDING
+
+    async def _send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self._started = True
+        elif not message.get("more_body", False):
+            self._ended = True
+        await self._send_asgi(message)
 
     @property
     def streams(self) -> bool:
@@ -129,6 +138,24 @@ class ReplyWriter:
     def abandon(self) -> None:
         """Never write again (the client is gone)."""
         self.state = ReplyState.DONE
+
+    async def end(self) -> None:
+        """Complete the HTTP exchange of a request that ended without a reply because its
+        client left: an empty last chunk ends a started stream, and a response never
+        started becomes an empty `499` (nginx's "client closed request"), so middleware
+        wrapping this one (e.g. Starlette's `BaseHTTPMiddleware`) sees a response instead
+        of raising. No JSON-RPC message is written; servers discard it: the client is gone.
+        """
+        async with self._lock:
+            self.state = ReplyState.DONE
+            if self._ended:
+                return
+            try:
+                if not self._started:
+                    await self._send({"type": "http.response.start", "status": 499, "headers": []})
+                await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+            except Exception:
+                self._ended = True
 
     async def close(self) -> None:
         """End a reply that is still open, without another message (its request was

@@ -129,6 +129,7 @@ class McpMiddleware:
             await send_json(send, error.http_status, reply, headers)
             return
         except ClientGone:
+            await ReplyWriter(send, "json").end()
             return
         observer = self._telemetry.begin(scope, request)
         request_scope = RequestScope(
@@ -145,6 +146,7 @@ class McpMiddleware:
             await request_scope.run(
                 receive, lambda: self.server.dispatch(request, ctx, self._options)
             )
+            await request_scope.writer.end()
         finally:
             self._inflight.discard(request_scope)
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from fastapi import FastAPI
@@ -20,7 +23,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocket
 
-from mcp_asgi import McpMiddleware, McpServer, McpSettings
+from mcp_asgi import CancelReason, Context, McpMiddleware, McpServer, McpSettings
 from mcp_asgi._asgi import Receive, Scope, Send
 from mcp_asgi.testing import McpTestClient, serve
 
@@ -348,3 +351,59 @@ async def test_starlette_json_route_beside_mcp() -> None:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as c:
         response = await c.post("/mcp/data", content=b"raw")
     assert response.json() == {"body": "raw"}
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@pytest.mark.parametrize("mode", ["json", "auto"])
+async def test_cancel_under_base_http_middleware(mode: str) -> None:
+    """With an `@app.middleware("http")` around it, a dropped call is cancelled cleanly:
+    the outer middleware still gets a response, so uvicorn logs no ASGI exception."""
+    started, cancelled = threading.Event(), threading.Event()
+    reasons: list[CancelReason | None] = []
+    server = McpServer("wrapped")
+
+    @server.tool()
+    async def hang(ctx: Context) -> str:
+        """Runs until cancelled."""
+        started.set()
+        try:
+            await anyio.sleep(30)
+        finally:
+            reasons.append(ctx.cancel_reason)
+            cancelled.set()
+        return "never"
+
+    app = FastAPI()
+    app.add_middleware(McpMiddleware, server=server, settings=McpSettings(response_mode=mode))  # type: ignore[arg-type]
+    statuses: list[int] = []
+
+    @app.middleware("http")
+    async def timing(request: Request, call_next: Any) -> Any:
+        response = await call_next(request)
+        statuses.append(response.status_code)
+        return response
+
+    records = _Records()
+    uvicorn_errors = logging.getLogger("uvicorn.error")
+    with serve(app) as live:
+        uvicorn_errors.addHandler(records)
+        try:
+            client = McpTestClient(live.url + "/mcp")
+            async with client.stream("tools/call", {"name": "hang", "arguments": {}}) as stream:
+                assert await anyio.to_thread.run_sync(started.wait, 10)
+                await stream.drop()
+            assert await anyio.to_thread.run_sync(cancelled.wait, 10)
+            assert (await client.request("tools/list")).status == 200
+        finally:
+            uvicorn_errors.removeHandler(records)
+    assert reasons == [CancelReason.CLIENT_DISCONNECT]
+    assert 499 in statuses
+    assert not [m for m in records.messages if "Exception in ASGI application" in m]
