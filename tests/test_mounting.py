@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from starlette.applications import Starlette
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -407,3 +408,31 @@ async def test_cancel_under_base_http_middleware(mode: str) -> None:
     assert reasons == [CancelReason.CLIENT_DISCONNECT]
     assert 499 in statuses
     assert not [m for m in records.messages if "Exception in ASGI application" in m]
+
+
+async def test_cors_middleware_added_after_mcp_answers_preflight() -> None:
+    """CORSMiddleware added after McpMiddleware wraps it: preflights and browser POSTs work."""
+    origin = "https://app.example"
+    app = FastAPI()
+    app.add_middleware(
+        McpMiddleware, server=mcp_server(), settings=McpSettings(allowed_origins=(origin,))
+    )
+    app.add_middleware(
+        CORSMiddleware, allow_origins=[origin], allow_methods=["POST"], allow_headers=["*"]
+    )
+    headers, body = echo_request()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as c:
+        preflight = await c.options(
+            "/mcp",
+            headers={
+                "origin": origin,
+                "access-control-request-method": "POST",
+                "access-control-request-headers": "content-type,mcp-protocol-version,mcp-method",
+            },
+        )
+        post = await c.post("/mcp", headers={**headers, "origin": origin}, content=body)
+    assert preflight.status_code == 200
+    assert preflight.headers["access-control-allow-origin"] == origin
+    assert "mcp-method" in preflight.headers["access-control-allow-headers"]
+    assert echoed(post) == "hi"
+    assert post.headers["access-control-allow-origin"] == origin
