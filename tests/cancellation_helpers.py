@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import logging
 import os
 import sys
@@ -24,6 +25,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from mcp_asgi import CancelReason, CancelToken, McpMiddleware, McpServer, McpSettings
+from mcp_asgi.testing import McpTestClient
 
 from .conftest import Otel
 
@@ -172,3 +174,89 @@ def subreaper() -> Iterator[None]:
 def shell(script: str) -> list[str]:
     """argv running `script` with /bin/sh."""
     return ["/bin/sh", "-c", script]
+
+
+# -- scripted ASGI (no sockets) ------------------------------------------------------------
+
+
+class Wire:
+    """A scripted client for one request: the body first, then `receive` blocks until
+    `disconnect()`. `send` records every message; `on_body` runs before each body is
+    recorded (to inject a disconnect at an exact moment)."""
+
+    def __init__(self, body: dict[str, Any], headers: dict[str, str]) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.gone = anyio.Event()
+        self.disconnected_at: int | None = None  # len(sent) when the client left
+        self.on_body: Any = None
+        self.fail_sends = False
+        self._body = json.dumps(body).encode()
+        self._delivered = False
+        self.scope: dict[str, Any] = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/mcp",
+            "raw_path": b"/mcp",
+            "root_path": "",
+            "query_string": b"",
+            "headers": [(k.encode(), v.encode()) for k, v in headers.items()]
+            + [(b"host", b"127.0.0.1:8000")],
+            "client": ("127.0.0.1", 50000),
+            "server": ("127.0.0.1", 8000),
+        }
+
+    def disconnect(self) -> None:
+        if not self.gone.is_set():
+            self.disconnected_at = len(self.sent)
+            self.gone.set()
+
+    async def receive(self) -> dict[str, Any]:
+        if not self._delivered:
+            self._delivered = True
+            return {"type": "http.request", "body": self._body, "more_body": False}
+        await self.gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: Any) -> None:
+        if message["type"] == "http.response.body" and self.on_body is not None:
+            await self.on_body(message)
+        if self.fail_sends:
+            raise OSError("connection lost")
+        self.sent.append(dict(message))
+
+    @property
+    def bodies(self) -> list[dict[str, Any]]:
+        return [m for m in self.sent if m["type"] == "http.response.body"]
+
+    @property
+    def ended(self) -> bool:
+        """The response is complete (its last body has no `more_body`)."""
+        return bool(self.bodies) and not self.bodies[-1].get("more_body", False)
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The JSON-RPC messages sent (SSE events or one JSON body)."""
+        raw = b"".join(m.get("body", b"") for m in self.bodies)
+        start = next((m for m in self.sent if m["type"] == "http.response.start"), None)
+        headers = dict(start["headers"]) if start else {}
+        if headers.get(b"content-type", b"").startswith(b"text/event-stream"):
+            found = []
+            for line in raw.decode().splitlines():
+                if line.startswith("data:"):
+                    found.append(json.loads(line[5:].strip()))
+            return found
+        return [json.loads(raw)] if raw else []
+
+
+def wire_for(
+    method: str, params: dict[str, Any], *, accept: str, request_id: int | str = 1, **options: Any
+) -> Wire:
+    """A `Wire` carrying one well-formed 2026-07-28 request."""
+    client = McpTestClient("http://127.0.0.1:8000/mcp")
+    body = client.build(method, params, id=request_id, **options)
+    headers = client.headers_for(body)
+    headers["accept"] = accept
+    return Wire(body, headers)

@@ -1,0 +1,295 @@
+"""The request scope driven with scripted receive/send (no sockets): the write choke point,
+the exact moments of a signal, thread accounting, and cancellation from outside.
+
+Every test runs under a watchdog that must not fire: a hang is a failure, not a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+
+from mcp_asgi import CancelReason, CancelToken, Context, McpMiddleware, McpServer
+from mcp_asgi._reply import ReplyWriter
+from mcp_asgi._validate import McpRequest
+from mcp_asgi.jsonrpc import JsonObject
+from mcp_asgi.scope import RequestScope, ScopeObserver
+
+from .cancellation_helpers import CANCEL_LOGGER, Wire, build_app, wire_for
+from .conftest import Otel
+
+SSE = "text/event-stream"
+JSON = "application/json"
+
+
+@asynccontextmanager
+async def watchdog(seconds: float = 5.0) -> AsyncIterator[None]:
+    """Fail (instead of hanging) if the block takes longer than `seconds`."""
+    with anyio.move_on_after(seconds) as scope:
+        yield
+    assert not scope.cancelled_caught, "watchdog fired: something hung"
+
+
+class Seen:
+    """What the handlers did, on the test's own event loop."""
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+        self.exited = anyio.Event()
+        self.late_writes: list[bool] = []
+        self.reason: CancelReason | None = None
+        self.thread_ran = threading.Event()
+        self.token: CancelToken | None = None
+
+
+def build_server(seen: Seen) -> McpServer:
+    server = McpServer("scripted")
+
+    @server.tool()
+    async def talker(ctx: Context) -> str:
+        """Reports progress, waits forever, then tries to write from its `finally`."""
+        await ctx.report_progress(1)
+        seen.started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                seen.reason = ctx.cancel_reason
+                await ctx.report_progress(2)
+                await ctx.log("error", "late")
+                seen.late_writes.append(ctx.cancelled)
+            seen.exited.set()
+        return "never"
+
+    @server.tool()
+    async def quick() -> str:
+        """Returns at once."""
+        return "done"
+
+    @server.tool()
+    def threaded(token: CancelToken) -> str:
+        """A sync tool; records whether it ever ran."""
+        seen.thread_ran.set()
+        token.wait(30)
+        return "ran"
+
+    @server.tool()
+    async def offloaded(ctx: Context) -> str:
+        """Hands a token-polling function to a worker thread."""
+        seen.token = ctx.cancel_token
+        seen.started.set()
+
+        def work(token: CancelToken) -> str:
+            token.wait(30)
+            return "stopped"
+
+        try:
+            return await ctx.run_sync(work, ctx.cancel_token)
+        finally:
+            seen.reason = ctx.cancel_reason
+            seen.exited.set()
+
+    return server
+
+
+async def call(app: McpMiddleware, wire: Wire) -> None:
+    await app(wire.scope, wire.receive, wire.send)
+
+
+async def test_nothing_is_written_after_a_disconnect(otel: Otel) -> None:
+    """After the disconnect every write of the handler (progress, log) is dropped at the
+    choke point, even from a shielded `finally`."""
+    seen = Seen()
+    app, _ = build_app(build_server(seen), otel, response_mode="sse")
+    wire = wire_for("tools/call", {"name": "talker"}, accept=SSE, progress=True, log_level="debug")
+    async with watchdog(), anyio.create_task_group() as tg:
+        tg.start_soon(call, app, wire)
+        await seen.started.wait()
+        wire.disconnect()
+        await seen.exited.wait()
+    assert seen.reason is CancelReason.CLIENT_DISCONNECT
+    assert seen.late_writes == [True]
+    assert wire.disconnected_at is not None
+    after = wire.sent[wire.disconnected_at :]
+    # at most the empty last chunk that completes the HTTP exchange: no JSON-RPC message
+    assert [m.get("body") for m in after] in ([], [b""])
+    assert [m.get("method") for m in wire.messages] == ["notifications/progress"]
+
+
+async def test_a_timeout_error_is_the_last_thing_written(otel: Otel) -> None:
+    """A timeout writes one error event that ends the stream; the handler's late writes
+    after the signal are dropped."""
+    seen = Seen()
+    app, _ = build_app(build_server(seen), otel, response_mode="sse", max_request_duration=0.1)
+    wire = wire_for("tools/call", {"name": "talker"}, accept=SSE, progress=True, log_level="debug")
+    async with watchdog():
+        await call(app, wire)
+    assert seen.reason is CancelReason.TIMEOUT
+    methods = [m.get("method", "response") for m in wire.messages]
+    assert methods == ["notifications/progress", "response"]
+    assert wire.messages[-1]["error"]["data"] == {"reason": "timeout"}
+    assert wire.ended
+    assert sum(1 for m in wire.sent if m["type"] == "http.response.start") == 1
+
+
+@pytest.mark.parametrize("accept", [JSON, SSE])
+async def test_a_disconnect_while_the_final_response_is_sent_is_no_cancel(
+    otel: Otel, caplog: pytest.LogCaptureFixture, accept: str
+) -> None:
+    """The client leaving exactly while the result is being written: the work is done, so
+    there is nothing to cancel and nothing to log."""
+    caplog.set_level(logging.DEBUG, logger=CANCEL_LOGGER)
+    seen = Seen()
+    app, _ = build_app(build_server(seen), otel)
+    wire = wire_for("tools/call", {"name": "quick"}, accept=accept)
+
+    async def leave_mid_write(message: dict[str, Any]) -> None:
+        if not message.get("more_body", False):
+            wire.disconnect()
+            await anyio.wait_all_tasks_blocked()  # the watcher sees it now
+
+    wire.on_body = leave_mid_write
+    async with watchdog():
+        await call(app, wire)
+    assert wire.messages[-1]["result"]["content"][0]["text"] == "done"
+    assert [r for r in caplog.records if r.name == CANCEL_LOGGER] == []
+    [span] = otel.spans.get_finished_spans()
+    assert "mcp_asgi.cancellation.reason" not in (span.attributes or {})
+
+
+async def test_a_final_response_that_cannot_be_sent_is_too_late(
+    otel: Otel, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The handler finished but the connection broke while sending the result: a cancel
+    with outcome `too_late`, recorded once."""
+    caplog.set_level(logging.DEBUG, logger=CANCEL_LOGGER)
+    seen = Seen()
+    app, _ = build_app(build_server(seen), otel)
+    wire = wire_for("tools/call", {"name": "quick"}, accept=JSON, request_id="late")
+    wire.fail_sends = True
+    async with watchdog():
+        await call(app, wire)
+    [span] = otel.spans.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert attributes["mcp_asgi.cancellation.reason"] == "client_disconnect"
+    assert attributes["mcp_asgi.cancellation.outcome"] == "too_late"
+    records = [r for r in caplog.records if r.name == CANCEL_LOGGER and r.levelno > logging.DEBUG]
+    assert [getattr(r, "outcome", None) for r in records] == ["too_late"]
+
+
+async def test_a_thread_cancelled_before_it_started_is_not_counted(otel: Otel) -> None:
+    """A sync tool still waiting for a worker thread when the client leaves: the request
+    exits at once, its function never runs, and it is not left counted as running."""
+    seen = Seen()
+    app, _ = build_app(build_server(seen), otel, cancel_grace=0.2)
+    limiter = anyio.to_thread.current_default_thread_limiter()
+    saved = limiter.total_tokens
+    release = threading.Event()
+    limiter.total_tokens = 1
+    try:
+        async with watchdog(), anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, release.wait, 10)  # takes the only token
+            await anyio.wait_all_tasks_blocked()
+            wire = wire_for("tools/call", {"name": "threaded"}, accept=JSON)
+            tg.start_soon(call, app, wire)
+            await anyio.wait_all_tasks_blocked()
+            wire.disconnect()
+            await anyio.wait_all_tasks_blocked()
+            release.set()
+    finally:
+        limiter.total_tokens = saved
+    assert not seen.thread_ran.is_set()
+    [span] = otel.spans.get_finished_spans()
+    assert dict(span.attributes or {})["mcp_asgi.cancellation.outcome"] == "exited"
+    assert not app._inflight
+
+
+async def test_an_outside_anyio_cancel_is_a_server_shutdown(otel: Otel) -> None:
+    """Cancelling the task that runs the request (from an enclosing scope): the reply
+    ends with the shutdown error, the thread is told, the span is ended."""
+    seen = Seen()
+    app, _ = build_app(build_server(seen), otel, response_mode="sse")
+    wire = wire_for("tools/call", {"name": "offloaded"}, accept=SSE)
+    async with watchdog(), anyio.create_task_group() as tg:
+        tg.start_soon(call, app, wire)
+        await seen.started.wait()
+        await anyio.wait_all_tasks_blocked()
+        tg.cancel_scope.cancel()
+    assert seen.token is not None
+    assert seen.token.reason is CancelReason.SERVER_SHUTDOWN
+    assert wire.messages[-1]["error"]["data"] == {"reason": "server_shutdown"}
+    assert wire.ended
+    [span] = otel.spans.get_finished_spans()
+    assert dict(span.attributes or {})["mcp_asgi.cancellation.reason"] == "server_shutdown"
+    assert not app._inflight
+
+
+async def test_a_native_task_cancel_is_a_server_shutdown(otel: Otel) -> None:
+    """What uvicorn does after `timeout_graceful_shutdown`: `task.cancel()` on the ASGI
+    task. Same outcome: shutdown error written, span ended, the cancel propagates."""
+    seen = Seen()
+    app, _ = build_app(build_server(seen), otel, response_mode="sse")
+    wire = wire_for("tools/call", {"name": "offloaded"}, accept=SSE)
+    async with watchdog():
+        task = asyncio.get_running_loop().create_task(call(app, wire))
+        await seen.started.wait()
+        await anyio.wait_all_tasks_blocked()
+        task.cancel()
+        await asyncio.wait([task])
+    assert task.cancelled()
+    assert seen.token is not None
+    assert seen.token.reason is CancelReason.SERVER_SHUTDOWN
+    assert wire.messages[-1]["error"]["data"] == {"reason": "server_shutdown"}
+    [span] = otel.spans.get_finished_spans()
+    assert dict(span.attributes or {})["mcp_asgi.cancellation.reason"] == "server_shutdown"
+    assert not app._inflight
+
+
+def make_scope(wire: Wire) -> RequestScope:
+    request = McpRequest(
+        id=3,
+        method="tools/call",
+        params={"name": "x"},
+        protocol_version="2026-07-28",
+        client_capabilities={},
+        client_info=None,
+        log_level=None,
+        progress_token=None,
+        meta={},
+    )
+    return RequestScope(
+        request,
+        ReplyWriter(wire.send, "auto"),
+        timeout=None,
+        cancel_grace=1.0,
+        keepalive_interval=0.0,
+        observer=ScopeObserver(),
+    )
+
+
+async def test_a_cancel_after_the_reply_is_ignored_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`cancel()` on a finished request does nothing and logs at DEBUG only."""
+    caplog.set_level(logging.DEBUG, logger=CANCEL_LOGGER)
+    wire = wire_for("tools/call", {"name": "x"}, accept=JSON)
+    await wire.receive()  # the body was read by the middleware
+    scope = make_scope(wire)
+
+    async def handler() -> JsonObject:
+        return {"content": []}
+
+    async with watchdog():
+        await scope.run(wire.receive, handler)
+    assert scope.cancel(CancelReason.SERVER_SHUTDOWN) is False
+    assert scope.reason is None
+    assert {r.levelno for r in caplog.records if r.name == CANCEL_LOGGER} == {logging.DEBUG}
+    assert not await scope.write({"jsonrpc": "2.0", "method": "late", "params": {}})
