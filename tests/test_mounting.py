@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
@@ -124,6 +125,16 @@ async def test_starlette_add_middleware() -> None:
     app = starlette_app()
     assert echoed(await post_mcp(app, "/mcp")) == "hi"
     assert (await get(app, "/page")).text == "starlette at /page"
+
+
+async def test_starlette_middleware_list() -> None:
+    """`Starlette(middleware=[Middleware(McpMiddleware, ...)])` works as add_middleware does."""
+    app = Starlette(
+        routes=[Route("/", home)],
+        middleware=[Middleware(McpMiddleware, server=mcp_server(), path="/tools")],
+    )
+    assert echoed(await post_mcp(app, "/tools")) == "hi"
+    assert (await get(app, "/")).text == "starlette at /"
 
 
 async def test_wraps_a_bare_asgi_callable() -> None:
@@ -333,9 +344,12 @@ async def test_settings_nested_in_app_settings(clean_env: pytest.MonkeyPatch) ->
 
     clean_env.setenv("APP_MCP__PATH", "/nested")
     clean_env.setenv("APP_MCP__KEEPALIVE_INTERVAL", "2.5")
+    clean_env.setenv("MCP_KEEPALIVE_INTERVAL", "9")  # the app's prefix wins...
+    clean_env.setenv("MCP_PAGE_SIZE", "7")  # ...and MCP_* fills the rest
     settings = AppSettings()
     assert settings.mcp.path == "/nested"
     assert settings.mcp.keepalive_interval == 2.5
+    assert settings.mcp.page_size == 7
     app = FastAPI()
     app.add_middleware(McpMiddleware, server=mcp_server(), settings=settings.mcp)
     assert echoed(await post_mcp(app, "/nested")) == "hi"
