@@ -264,13 +264,14 @@ class McpTestClient:
         payload = body if isinstance(body, bytes) else json.dumps(body).encode()
         sock = await anyio.connect_tcp(self.host, self.port)
         try:
-            head = [
-                f"{http_method} {self.path} HTTP/1.1",
-                f"host: {self.host}:{self.port}",
-                f"content-length: {len(payload)}",
-                "connection: close",
+            extra = {k.lower(): v for k, v in (headers or {}).items()}
+            head = [f"{http_method} {self.path} HTTP/1.1"]
+            if "host" not in extra:
+                head.append(f"host: {self.host}:{self.port}")
+            head += [f"content-length: {len(payload)}", "connection: close"]
+            head += [
+                f"{k}: {v}" for k, v in extra.items() if k not in ("content-length", "connection")
             ]
-            head += [f"{k}: {v}" for k, v in (headers or {}).items()]
             await sock.send(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + payload)
             yield McpStream(sock, _BodyReader(sock))
         finally:

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from mcp_asgi import McpMiddleware, McpServer, McpSettings
 from mcp_asgi._asgi import Receive, Scope, Send
+from mcp_asgi.testing import McpResponse, McpTestClient, serve
 
 from .asgi_call import Reply, asgi_request, mcp_body, mcp_headers
 
@@ -705,3 +706,21 @@ def test_bad_allowed_origins_are_refused(origin: str) -> None:
     """An allowed_origins entry that is not an origin is a configuration error."""
     with pytest.raises(ValueError, match="allowed origin"):
         McpSettings(allowed_origins=(origin,))
+
+
+async def test_dns_rebinding_is_refused_on_a_real_loopback_socket() -> None:
+    """On uvicorn bound to 127.0.0.1, a foreign Host+Origin pair is 403; localhost is served."""
+    with serve(make_app(), lifespan="off") as server:
+        port = server.port
+
+        async def post(host: str) -> McpResponse:
+            headers = {"host": f"{host}:{port}", "origin": f"http://{host}:{port}"}
+            client = McpTestClient(server.url + "/mcp", headers=headers)
+            return await client.request("tools/call", {"name": "echo", "arguments": {"text": "x"}})
+
+        rebound = await post("evil.example")
+        local = await post("localhost")
+    assert rebound.status == 403
+    assert rebound.final["error"]["code"] == INVALID_REQUEST
+    assert local.status == 200
+    assert local.final["result"]["content"][0]["text"] == "x"
