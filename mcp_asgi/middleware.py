@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 
 import anyio
 from opentelemetry import metrics, trace
@@ -19,10 +21,11 @@ from ._request import (
     peek_id,
     read_body,
 )
-from ._validate import validate
+from ._validate import McpRequest, validate
 from .cancel import CancelReason
 from .context import Context
 from .jsonrpc import INVALID_REQUEST, ProtocolError
+from .legacy import LegacyEndpoint, is_legacy, is_session_request
 from .scope import RequestScope
 from .server import McpServer, ResultOptions
 from .settings import McpSettings, normalize_path
@@ -66,6 +69,17 @@ class McpMiddleware:
             tracer_provider, meter_provider, record_arguments=settings.record_arguments
         )
         self._inflight: set[RequestScope] = set()
+        self._legacy = (
+            LegacyEndpoint(
+                server,
+                settings,
+                open_scope=self._request_scope,
+                dispatch=lambda request, ctx: server.dispatch(request, ctx, self._options),
+                bus=server.bus,
+            )
+            if settings.legacy_enabled
+            else None
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and _route_path(scope) in self._paths:
@@ -90,6 +104,8 @@ class McpMiddleware:
         scopes = list(self._inflight)
         for request_scope in scopes:
             request_scope.cancel(CancelReason.SERVER_SHUTDOWN)
+        if self._legacy is not None:
+            self._legacy.close_all()
         with anyio.move_on_after(self.settings.cancel_grace + 1.0):
             for request_scope in scopes:
                 await request_scope.wait_exited()
@@ -98,13 +114,18 @@ class McpMiddleware:
         settings = self.settings
         message: IncomingMessage | None = None
         body: bytes | None = None
+        legacy = self._legacy
         try:
-            if scope["method"] != "POST":
+            sessions = legacy if legacy is not None and is_session_request(scope) else None
+            if scope["method"] != "POST" and sessions is None:
                 raise ProtocolError(
                     405, INVALID_REQUEST, "Method Not Allowed: the MCP endpoint accepts POST only"
                 )
             if not origin_allowed(scope, self._origins):
                 raise ProtocolError(403, INVALID_REQUEST, "Forbidden: Origin not allowed")
+            if sessions is not None:  # GET or DELETE of a 2025-era session
+                await sessions.serve_session(scope, receive, send)
+                return
             body = await read_body(scope, receive, settings.max_body_bytes)
             check_content_type(scope)
             mode = negotiate(scope, settings.response_mode)
@@ -115,6 +136,9 @@ class McpMiddleware:
                     "Not Acceptable: Accept must admit application/json or text/event-stream",
                 )
             message = parse_message(body)
+            if legacy is not None and is_legacy(scope, message):
+                await legacy.serve_post(scope, receive, send, message, mode)
+                return
             if message.is_notification:
                 await send({"type": "http.response.start", "status": 202, "headers": []})
                 await send({"type": "http.response.body", "body": b""})
@@ -131,22 +155,37 @@ class McpMiddleware:
         except ClientGone:
             await ReplyWriter(send, "json").end()
             return
-        observer = self._telemetry.begin(scope, request)
-        request_scope = RequestScope(
-            request,
-            ReplyWriter(send, mode),
-            timeout=_min(settings.max_request_duration, self.server.timeout_for(request)),
-            cancel_grace=settings.cancel_grace,
-            keepalive_interval=settings.keepalive_interval,
-            observer=observer,
-        )
-        ctx = Context(request_scope, progress_min_interval=settings.progress_min_interval)
-        self._inflight.add(request_scope)
-        try:
+        with self._request_scope(scope, request, ReplyWriter(send, mode)) as (request_scope, ctx):
             await request_scope.run(
                 receive, lambda: self.server.dispatch(request, ctx, self._options)
             )
             await request_scope.writer.end()
+
+    @contextlib.contextmanager
+    def _request_scope(
+        self,
+        scope: Scope,
+        request: McpRequest,
+        writer: ReplyWriter,
+        *,
+        cancel_on_disconnect: bool = True,
+    ) -> Iterator[tuple[RequestScope, Context]]:
+        """The scope and context of one request (either era), tracked while it runs."""
+        settings = self.settings
+        observer = self._telemetry.begin(scope, request)
+        request_scope = RequestScope(
+            request,
+            writer,
+            timeout=_min(settings.max_request_duration, self.server.timeout_for(request)),
+            cancel_grace=settings.cancel_grace,
+            keepalive_interval=settings.keepalive_interval,
+            observer=observer,
+            cancel_on_disconnect=cancel_on_disconnect,
+        )
+        ctx = Context(request_scope, progress_min_interval=settings.progress_min_interval)
+        self._inflight.add(request_scope)
+        try:
+            yield request_scope, ctx
         finally:
             self._inflight.discard(request_scope)
 

@@ -1,0 +1,310 @@
+"""`LegacyEndpoint`: serves 2025-era clients (2025-11-25, 2025-06-18, 2025-03-26) on the
+MCP endpoint, beside the 2026-07-28 path.
+
+    POST initialize          -> a new session; `Mcp-Session-Id` on the response
+    POST request             -> run in a RequestScope (spans, deadline, cancellation)
+    POST notification        -> 202 (`notifications/cancelled` cancels a request first)
+    GET                      -> the session's stream of change notifications
+    DELETE                   -> the session ends; its requests in flight are cancelled
+
+Every request but `initialize` must name an open session: no `Mcp-Session-Id` is 400,
+an unknown or expired one 404. Errors raised before a request runs are `ProtocolError`s,
+answered by the middleware like its own. The middleware hands in what a request needs to
+run (`open_scope`, `dispatch`) so both eras run requests the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
+from typing import Protocol
+
+from .._asgi import Message, Receive, Scope, Send, header
+from .._origin import negotiate
+from .._reply import ReplyWriter
+from .._request import IncomingMessage
+from .._validate import McpRequest
+from ..bus import NotificationBus
+from ..context import Context
+from ..jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    JsonObject,
+    ProtocolError,
+    RequestId,
+    ResourceNotFound,
+)
+from ..scope import RequestScope
+from ..server import McpServer
+from ..settings import McpSettings, ResponseMode
+from . import _methods
+from ._era import SUPPORTED_VERSIONS, negotiate_version
+from ._stream import serve_stream
+from .sessions import LegacySession, Release, SessionStore
+
+logger = logging.getLogger("mcp_asgi.sessions")
+Dispatch = Callable[[McpRequest, Context], Awaitable[JsonObject]]
+Call = Callable[[Context], Awaitable[JsonObject]]
+
+
+class ScopeOpener(Protocol):
+    """Opens the request scope of one request (the middleware's, shared by both eras)."""
+
+    def __call__(
+        self,
+        scope: Scope,
+        request: McpRequest,
+        writer: ReplyWriter,
+        /,
+        *,
+        cancel_on_disconnect: bool,
+    ) -> AbstractContextManager[tuple[RequestScope, Context]]: ...
+
+
+class LegacyEndpoint:
+    """The 2025-era side of one MCP endpoint: its sessions, their requests and streams."""
+
+    def __init__(
+        self,
+        server: McpServer,
+        settings: McpSettings,
+        *,
+        open_scope: ScopeOpener,
+        dispatch: Dispatch,
+        bus: NotificationBus,
+    ) -> None:
+        self.server = server
+        self.sessions = SessionStore(ttl=settings.session_ttl, max_sessions=settings.max_sessions)
+        self._open_scope = open_scope
+        self._dispatch = dispatch
+        self._bus = bus
+        self._keepalive = settings.keepalive_interval
+        self._disconnect_cancels = settings.legacy_disconnect_cancels
+
+    # -- entry points (the middleware has checked method, Origin, body, Accept) ----------
+
+    async def serve_post(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        message: IncomingMessage,
+        mode: ResponseMode,
+    ) -> None:
+        """Serve one POSTed 2025-era message."""
+        if message.method == "initialize":
+            await self._initialize(scope, receive, send, message, mode)
+            return
+        session = self._session(scope, message.id)
+        if message.id is None:
+            self._notified(session, message)
+            await send({"type": "http.response.start", "status": 202, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        method, params = message.method, message.params
+        if not _methods.serves(self.server, method):
+            raise _in_band(message.id, METHOD_NOT_FOUND, f"Method not found: {method}")
+        problem = _methods.check_params(method, params)
+        if problem is not None:
+            raise _in_band(message.id, INVALID_PARAMS, problem)
+        if session.in_flight(message.id):
+            raise ProtocolError(
+                400,
+                INVALID_REQUEST,
+                "Invalid Request: a request with this id is already in flight on this session",
+                request_id=message.id,
+            )
+        request = _request(message, session)
+        if method in _methods.SESSION_METHODS:
+
+            async def call(ctx: Context) -> JsonObject:
+                return _methods.session_method(session, method, params)
+
+        else:
+
+            async def call(ctx: Context) -> JsonObject:
+                try:
+                    result = await self._dispatch(request, ctx)
+                except ResourceNotFound as error:
+                    raise _methods.legacy_error(error) from None
+                return _methods.legacy_result(result)
+
+        await self._run(scope, receive, send, mode, session, request, call)
+
+    async def serve_session(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """GET (the session's notification stream) or DELETE (end the session)."""
+        session = self._session(scope, None)
+        if scope["method"] == "DELETE":
+            self.sessions.close(session)
+            await send({"type": "http.response.start", "status": 204, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if header(scope, b"accept") is not None and negotiate(scope, "sse") != "sse":
+            raise ProtocolError(
+                406, INVALID_REQUEST, "Not Acceptable: Accept must admit text/event-stream"
+            )
+        await serve_stream(
+            session,
+            self._bus,
+            receive,
+            _send_with_session_id(send, session.id),
+            keepalive_interval=self._keepalive,
+        )
+
+    def close_all(self) -> None:
+        """End every session (shutdown)."""
+        self.sessions.close_all()
+
+    # -- the pieces --------------------------------------------------------------------
+
+    async def _initialize(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        message: IncomingMessage,
+        mode: ResponseMode,
+    ) -> None:
+        params = message.params
+        capabilities = params.get("capabilities", {})
+        client_info = params.get("clientInfo")
+        if message.id is None:
+            raise ProtocolError(400, INVALID_REQUEST, "Invalid Request: initialize needs an id")
+        if not isinstance(params.get("protocolVersion"), str) or not isinstance(capabilities, dict):
+            raise ProtocolError(
+                400,
+                INVALID_PARAMS,
+                "Invalid params: initialize needs 'protocolVersion' and 'capabilities'",
+                {"supported": list(SUPPORTED_VERSIONS)},
+                request_id=message.id,
+            )
+        session = self.sessions.create(
+            protocol_version=negotiate_version(params["protocolVersion"]),
+            capabilities=capabilities,
+            client_info=client_info if isinstance(client_info, dict) else None,
+        )
+        if session is None:
+            raise ProtocolError(
+                503, INTERNAL_ERROR, "Service Unavailable: too many sessions", request_id=message.id
+            )
+        result = _methods.initialize_result(self.server, session.protocol_version)
+
+        async def call(ctx: Context) -> JsonObject:
+            return result
+
+        request = _request(message, session)
+        send = _send_with_session_id(send, session.id)
+        request_scope = await self._run(scope, receive, send, mode, session, request, call)
+        if request_scope.result is None:  # failed or cancelled: no session was opened
+            self.sessions.close(session)
+
+    async def _run(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        mode: ResponseMode,
+        session: LegacySession,
+        request: McpRequest,
+        call: Call,
+    ) -> RequestScope:
+        writer = ReplyWriter(send, mode)
+        release = session.use()
+        with self._open_scope(
+            scope, request, writer, cancel_on_disconnect=self._disconnect_cancels
+        ) as (request_scope, ctx):
+            session.track(request_scope)  # no await since the session lookup: atomic
+            try:
+                await request_scope.run(_receive_with_release(receive, release), lambda: call(ctx))
+                await writer.end()  # complete the HTTP exchange even if the client left
+            finally:
+                session.untrack(request_scope)
+                release()
+        return request_scope
+
+    def _session(self, scope: Scope, request_id: RequestId | None) -> LegacySession:
+        session_id = header(scope, b"mcp-session-id")
+        if session_id is None:
+            raise ProtocolError(
+                400,
+                INVALID_REQUEST,
+                "Bad Request: Mcp-Session-Id header is required (send initialize first)",
+                request_id=request_id,
+            )
+        session = self.sessions.get(session_id.strip(" \t"))
+        if session is None:
+            raise ProtocolError(
+                404,
+                INVALID_REQUEST,
+                "Not Found: unknown or expired session; initialize a new one",
+                request_id=request_id,
+            )
+        version = header(scope, b"mcp-protocol-version")
+        if version is not None and version.strip(" \t") not in SUPPORTED_VERSIONS:
+            raise ProtocolError(
+                400,
+                INVALID_REQUEST,
+                f"Bad Request: unsupported MCP-Protocol-Version {version.strip()!r}",
+                {"supported": list(SUPPORTED_VERSIONS), "requested": version.strip()},
+                request_id=request_id,
+            )
+        return session
+
+    def _notified(self, session: LegacySession, message: IncomingMessage) -> None:
+        if message.method == "notifications/cancelled":
+            request_id = message.params.get("requestId")
+            if not session.cancel(request_id):
+                logger.debug("cancel ignored: no such request in flight on this session")
+
+
+def _request(message: IncomingMessage, session: LegacySession) -> McpRequest:
+    meta = message.params.get("_meta")
+    meta = meta if isinstance(meta, dict) else {}
+    token = meta.get("progressToken")
+    assert message.id is not None
+    return McpRequest(
+        id=message.id,
+        method=message.method,
+        params=message.params,
+        protocol_version=session.protocol_version,
+        client_capabilities=session.capabilities,
+        client_info=session.client_info,
+        log_level=session.log_level,
+        progress_token=token if isinstance(token, (str, int)) else None,
+        meta=meta,
+        session_id=session.id,
+    )
+
+
+def _in_band(request_id: RequestId, code: int, message: str) -> ProtocolError:
+    """A JSON-RPC error answered with HTTP 200, as 2025-era clients expect (a 404 would
+    tell them their session is gone)."""
+    return ProtocolError(200, code, message, request_id=request_id)
+
+
+def _send_with_session_id(send: Send, session_id: str) -> Send:
+    value = session_id.encode("ascii")
+
+    async def send_with_session_id(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [*message.get("headers", []), (b"mcp-session-id", value)]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return send_with_session_id
+
+
+def _receive_with_release(receive: Receive, release: Release) -> Receive:
+    """`receive` that lets the session go idle once the client has disconnected (the
+    request may run on, with `legacy_disconnect_cancels=False`)."""
+
+    async def receive_with_release() -> Message:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            release()
+        return message
+
+    return receive_with_release
