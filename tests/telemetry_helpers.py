@@ -29,6 +29,7 @@ class Handlers:
         self.started = threading.Event()
         self.exited = threading.Event()
         self.release = threading.Event()
+        self.ctx: Context | None = None
 
 
 def build_server(handlers: Handlers) -> McpServer:
@@ -63,6 +64,7 @@ def build_server(handlers: Handlers) -> McpServer:
     @server.tool()
     async def slow(ctx: Context) -> str:
         """Waits until cancelled, after one progress notification."""
+        handlers.ctx = ctx
         handlers.started.set()
         try:
             await ctx.report_progress(1)
@@ -174,7 +176,7 @@ async def disconnect_after(
     app: ASGIApp,
     method: str,
     params: Mapping[str, Any],
-    signal: threading.Event,
+    signal: threading.Event | anyio.Event,
 ) -> list[dict[str, Any]]:
     """Drive the app in process; the client disconnects once `signal` is set."""
     body, headers = body_and_headers(method, params)
@@ -184,7 +186,10 @@ async def disconnect_after(
     async def receive() -> dict[str, Any]:
         if pending:
             return pending.pop()
-        await wait_event(signal)
+        if isinstance(signal, threading.Event):
+            await wait_event(signal)
+        else:
+            await signal.wait()
         return {"type": "http.disconnect"}
 
     async def send(message: Any) -> None:

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import pytest
 from fastapi import FastAPI
 from opentelemetry import metrics, trace
@@ -17,7 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.util.types import Attributes
 
-from mcp_asgi import McpMiddleware, McpSettings
+from mcp_asgi import CancelReason, McpMiddleware, McpSettings
 from mcp_asgi import _attributes as a
 from mcp_asgi.testing import McpTestClient, serve
 
@@ -275,6 +276,53 @@ async def test_timeout_is_an_error(otel: Otel) -> None:
     assert span.status.description == error["message"]
     assert "exception" not in event_names(span)
     assert total(otel, a.CANCELLATIONS, {"mcp_asgi.cancellation.reason": "timeout"}) == 1
+
+
+async def test_server_shutdown_is_an_error(otel: Otel) -> None:
+    """Lifespan shutdown cancels in-flight calls: reason server_shutdown, ERROR, error reply."""
+    handlers = Handlers()
+    app = build_app(otel, handlers, response_mode="json")
+    sent: list[dict[str, Any]] = []
+
+    async def run() -> None:
+        sent.extend(await disconnect_after(app, "tools/call", {"name": "slow"}, anyio.Event()))
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(run)
+        await wait_event(handlers.started)
+        await app.cancel_inflight()
+    reply = json.loads(sent[-1]["body"])
+    assert reply["error"]["data"] == {"reason": "server_shutdown"}
+    span = only(otel, "tools/call slow")
+    assert attrs(span)["mcp_asgi.cancellation.reason"] == "server_shutdown"
+    assert attrs(span)["error.type"] == "server_shutdown"
+    assert attrs(span)["rpc.response.status_code"] == "-32603"
+    assert span.status.status_code is StatusCode.ERROR
+
+
+@pytest.mark.parametrize("reason", list(CancelReason))
+async def test_status_follows_who_cancelled(otel: Otel, reason: CancelReason) -> None:
+    """Client-initiated reasons leave the span UNSET; server-initiated ones are errors."""
+    handlers = Handlers()
+    app = build_app(otel, handlers, response_mode="json")
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(disconnect_after, app, "tools/call", {"name": "slow"}, anyio.Event())
+        await wait_event(handlers.started)
+        assert handlers.ctx is not None
+        handlers.ctx._scope.cancel(reason)
+    span = only(otel, "tools/call slow")
+    assert attrs(span)["mcp_asgi.cancellation.reason"] == reason.value
+    assert attrs(span)["mcp_asgi.cancellation.outcome"] == "exited"
+    assert "exception" not in event_names(span)
+    if reason.client_initiated:
+        assert span.status.status_code is StatusCode.UNSET
+        assert "error.type" not in attrs(span)
+        assert "rpc.response.status_code" not in attrs(span)
+    else:
+        assert span.status.status_code is StatusCode.ERROR
+        assert attrs(span)["error.type"] == reason.value
+        assert attrs(span)["rpc.response.status_code"] == "-32603"
+    assert total(otel, a.CANCELLATIONS, {"mcp_asgi.cancellation.reason": reason.value}) == 1
 
 
 async def test_max_request_duration_is_a_timeout(otel: Otel) -> None:
