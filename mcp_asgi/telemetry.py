@@ -357,7 +357,11 @@ class RequestTelemetry(ScopeObserver):
         if scope.outcome == "orphaned":
             t.orphans.add(1, self._cancel_attrs(scope))
             self._orphaned = True
-        elif scope.exited_at is not None and scope.signalled_at is not None:
+        elif (  # `too_late`: the work was done before the signal, there is no latency
+            scope.outcome == "exited"
+            and scope.exited_at is not None
+            and scope.signalled_at is not None
+        ):
             latency = max(0.0, scope.exited_at - scope.signalled_at)
             span.set_attribute(a.CANCELLATION_LATENCY, latency)
             t.cancel_latency.record(latency, self._latency_attrs(scope))

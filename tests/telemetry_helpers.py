@@ -177,8 +177,11 @@ async def disconnect_after(
     method: str,
     params: Mapping[str, Any],
     signal: threading.Event | anyio.Event,
+    *,
+    broken_pipe: bool = False,
 ) -> list[dict[str, Any]]:
-    """Drive the app in process; the client disconnects once `signal` is set."""
+    """Drive the app in process; the client disconnects once `signal` is set (or, with
+    `broken_pipe`, every `send` fails as on a connection already gone)."""
     body, headers = body_and_headers(method, params)
     pending = [{"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}]
     sent: list[dict[str, Any]] = []
@@ -193,6 +196,8 @@ async def disconnect_after(
         return {"type": "http.disconnect"}
 
     async def send(message: Any) -> None:
+        if broken_pipe:
+            raise OSError("broken pipe")
         sent.append(dict(message))
 
     scope: dict[str, Any] = {

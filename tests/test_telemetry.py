@@ -260,6 +260,20 @@ async def test_cancel_after_side_effect(otel: Otel) -> None:
     assert total(otel, a.CANCELLATIONS, {"mcp_asgi.cancellation.after_side_effect": True}) == 1
 
 
+async def test_cancel_after_the_work_is_done_is_too_late(otel: Otel) -> None:
+    """A reply that cannot be sent after the handler finished: outcome too_late, no latency."""
+    app = build_app(otel)
+    params = {"name": "echo", "arguments": {"text": "hi"}}
+    assert await disconnect_after(app, "tools/call", params, anyio.Event(), broken_pipe=True) == []
+    span = only(otel, "tools/call echo")
+    assert attrs(span)["mcp_asgi.cancellation.reason"] == "client_disconnect"
+    assert attrs(span)["mcp_asgi.cancellation.outcome"] == "too_late"
+    assert "mcp_asgi.cancellation.latency" not in attrs(span)
+    assert span.status.status_code is StatusCode.UNSET
+    assert total(otel, a.CANCELLATIONS, {"mcp_asgi.cancellation.outcome": "too_late"}) == 1
+    assert histograms(otel, a.CANCELLATION_LATENCY_METRIC) == []
+
+
 async def test_timeout_is_an_error(otel: Otel) -> None:
     """A server timeout: reason timeout, ERROR, error.type timeout; the client got an error."""
     response = await call(build_app(otel), "tools/call", {"name": "stuck", "arguments": {}})
