@@ -108,8 +108,7 @@ class McpSettings(BaseSettings):
     @classmethod
     def _origins_are_origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for origin in value:
-            parts = urlsplit(origin.strip())
-            if origin.strip() != "*" and not (parts.scheme and parts.netloc):
+            if origin.strip() != "*" and not _is_origin(origin.strip()):
                 raise ValueError(
                     f"allowed origin {origin!r} must be '*' or scheme://host[:port], "
                     "e.g. 'https://app.example.com'"
@@ -122,6 +121,16 @@ class McpSettings(BaseSettings):
         if isinstance(value, str) and value.strip().lower() in ("", "none", "null"):
             return None
         return value
+
+
+def _is_origin(value: str) -> bool:
+    parts = urlsplit(value)
+    try:
+        parts.port  # noqa: B018 - raises ValueError for an invalid port
+    except ValueError:
+        return False
+    bare = parts.path in ("", "/") and not (parts.query or parts.fragment)
+    return bool(parts.scheme and parts.hostname) and bare
 
 
 def normalize_path(value: str) -> str:

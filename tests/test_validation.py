@@ -701,7 +701,17 @@ async def test_other_paths_reach_the_host_app() -> None:
     assert (reply.status, reply.body) == (404, b"host app")
 
 
-@pytest.mark.parametrize("origin", ["example.com", "", "https://"])
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "example.com",
+        "",
+        "https://",
+        "https://a.example/app",
+        "https://a.example?x=1",
+        "http://a:99999",
+    ],
+)
 def test_bad_allowed_origins_are_refused(origin: str) -> None:
     """An allowed_origins entry that is not an origin is a configuration error."""
     with pytest.raises(ValueError, match="allowed origin"):
