@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+NODE_STAMP := tests/node/node_modules/.installed-stamp
 
 .PHONY: run test test-deps lint typecheck pytest bench bench-quick format clean
 
@@ -27,7 +28,11 @@ typecheck: $(STAMP)
 test-deps:  ## system packages the tests need: redis-server (the Redis bus tests)
 	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
 
-pytest: $(STAMP) test-deps
+$(NODE_STAMP): tests/node/package.json tests/node/package-lock.json  ## the TypeScript SDK client (interop tests)
+	npm ci --prefix tests/node --no-audit --no-fund
+	touch $(NODE_STAMP)
+
+pytest: $(STAMP) test-deps $(NODE_STAMP)
 	$(BIN)/python -m pytest
 
 format: $(STAMP)
@@ -41,4 +46,4 @@ bench-quick: $(STAMP)  ## a few minutes
 	$(BIN)/python -m bench.run --quick
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache tests/node/node_modules

@@ -4,6 +4,7 @@ with routes that announce changes, and a raw 2025-era client over real sockets."
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -18,6 +19,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from mcp_asgi import CancelReason, Context, McpMiddleware, McpServer, McpSettings
+from mcp_asgi._asgi import ASGIApp, Message, Receive, Scope, Send
 from mcp_asgi.testing import McpResponse, McpStream, McpTestClient
 
 LATEST = "2025-11-25"
@@ -181,6 +183,68 @@ class LegacyClient(McpTestClient):
         async with self._open(b"", headers, "GET") as stream:
             await stream.read_head()
             yield stream
+
+
+class Exchange:
+    """One HTTP exchange as the wiretap saw it."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.body = b""
+        self.sent = b""
+
+    @property
+    def message(self) -> dict[str, Any] | None:
+        """The JSON-RPC message the client sent, if any."""
+        return json.loads(self.body) if self.body else None
+
+
+class Wiretap:
+    """ASGI wrapper recording every exchange on the MCP path: what the client sent, and
+    every byte of the response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.exchanges: list[Exchange] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != "/mcp":
+            await self.app(scope, receive, send)
+            return
+        exchange = Exchange(scope["method"])
+        self.exchanges.append(exchange)
+
+        async def receive_recorded() -> Message:
+            message = await receive()
+            exchange.body += message.get("body", b"")
+            return message
+
+        async def send_recorded(message: Message) -> None:
+            exchange.sent += message.get("body", b"")
+            await send(message)
+
+        await self.app(scope, receive_recorded, send_recorded)
+
+    def calls(self, method: str) -> list[Exchange]:
+        """The POSTs of requests for `method`, in order."""
+        return [
+            e for e in self.exchanges if e.message is not None and e.message.get("method") == method
+        ]
+
+    def methods(self) -> list[str]:
+        """What each exchange was: the JSON-RPC method, or the HTTP method."""
+        return [e.message["method"] if e.message else e.method for e in self.exchanges]
+
+
+def only_progress_sent(exchange: Exchange) -> bool:
+    """Whether a cancelled call's response carried progress and nothing else (no result,
+    no error): every SSE `data:` event is a `notifications/progress`."""
+    events = [
+        json.loads(line[5:])
+        for line in exchange.sent.decode().splitlines()
+        if line.startswith("data:")
+    ]
+    return bool(events) and all(e.get("method") == "notifications/progress" for e in events)
 
 
 async def announce(base_url: str, kind: str, uri: str | None = None) -> None:
