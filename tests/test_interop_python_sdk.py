@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from mcp_asgi import CancelReason, Context, McpMiddleware, McpServer
+from mcp_asgi import CancelReason, Context, McpMiddleware, McpServer, McpSettings
 from mcp_asgi._asgi import ASGIApp, Receive, Scope, Send
 from mcp_asgi.testing import serve
 
@@ -310,3 +310,41 @@ async def test_auto_mode(url: str, capture: Capture) -> None:
         assert result.structured_content == {"result": 42}
     assert capture.methods()[:2] == ["server/discover", "tools/call"]
     assert "initialize" not in capture.methods()
+
+
+async def test_keepalive_comments_before_a_slow_result() -> None:
+    """A slow call in auto mode turns into SSE with keep-alive comments; the client ignores them."""
+    server = McpServer("slow")
+
+    @server.tool()
+    async def nap(seconds: float) -> str:
+        """Sleeps without notifying anyone."""
+        await anyio.sleep(seconds)
+        return "rested"
+
+    bodies: list[bytes] = []
+    types_seen: list[str] = []
+    inner = McpMiddleware(_not_found, server=server, settings=McpSettings(keepalive_interval=0.05))
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_recording(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                types_seen.append(dict(message["headers"]).get(b"content-type", b"").decode())
+            elif message["type"] == "http.response.body":
+                bodies.append(message.get("body", b""))
+            await send(message)
+
+        await inner(scope, receive, send_recording)
+
+    with serve(app, lifespan="off") as live:
+        async with pinned(live.url + "/mcp") as client:
+            result = await client.call_tool("nap", {"seconds": 0.3})
+    assert isinstance(result.content[0], types.TextContent)
+    assert result.content[0].text == "rested"
+    assert types_seen[0] == "text/event-stream"
+    assert b": \r\n\r\n" in bodies
+
+
+async def _not_found(scope: Scope, receive: Receive, send: Send) -> None:
+    await send({"type": "http.response.start", "status": 404, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
