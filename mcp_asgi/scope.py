@@ -128,7 +128,8 @@ class RequestScope:
         self._ended = False
         self._error_sent = False
         self._running = 1  # the handler itself, plus worker threads still running
-        self._idle = anyio.Event()
+        self._idle = anyio.Event()  # no running work left
+        self._over = anyio.Event()  # run() has returned
         self._owned: set[Closable] = set()
         deadline = _NEVER if timeout is None else anyio.current_time() + timeout
         self._handler_scope = anyio.CancelScope()
@@ -208,8 +209,10 @@ class RequestScope:
         return ok
 
     async def wait_exited(self) -> None:
-        """Wait until the handler (and any thread it started) has really exited."""
-        await self._idle.wait()
+        """Wait until the request is over: its reply ended, and its handler exited or was
+        given up as an orphan after the grace period (a thread still running is then only
+        counted). An async handler that ignores its cancellation keeps this waiting."""
+        await self._over.wait()
 
     # -- work the handler starts -----------------------------------------------------
 
@@ -277,6 +280,7 @@ class RequestScope:
             raise
         finally:
             self._end()
+            self._over.set()
 
     async def _call(self, call: Callable[[], Awaitable[JsonObject]]) -> JsonObject | None:
         request_id = self.request.id
@@ -388,8 +392,9 @@ class RequestScope:
             await self.writer.finish(message)
 
     async def _stopped_from_outside(self) -> None:
-        if self.cancel(CancelReason.SERVER_SHUTDOWN):
-            await self._reply_server_error()
+        self.cancel(CancelReason.SERVER_SHUTDOWN)
+        # also when a lifespan shutdown signalled first: its watcher was cancelled with us
+        await self._reply_server_error()
         if self.outcome is None and self._running:
             with anyio.move_on_after(self._grace):
                 await self._idle.wait()

@@ -67,14 +67,14 @@ async def eventually(check: Callable[[], bool], limit: float = 10.0, what: str =
 
 
 def build_app(
-    server: McpServer, otel: Otel | None = None, **settings: Any
+    server: McpServer, otel: Otel | None = None, *, lifespan: Any = None, **settings: Any
 ) -> tuple[McpMiddleware, Starlette]:
     """The middleware over a Starlette app with a plain `/` route; returns both."""
 
     async def home(request: Request) -> PlainTextResponse:
         return PlainTextResponse("home")
 
-    inner = Starlette(routes=[Route("/", home)])
+    inner = Starlette(routes=[Route("/", home)], lifespan=lifespan)
     middleware = McpMiddleware(
         inner,
         server=server,
