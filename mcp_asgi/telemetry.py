@@ -13,10 +13,12 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
+import time
 from collections.abc import Callable, Mapping
 from contextvars import Token
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, propagate, trace
@@ -40,6 +42,7 @@ _PROXY_METER_PROVIDER: tuple[type, ...] = tuple(
     t for t in (getattr(_metrics_internal, "_ProxyMeterProvider", None),) if isinstance(t, type)
 )
 _NOOP_METER_PROVIDERS = (metrics.NoOpMeterProvider, *_PROXY_METER_PROVIDER)
+_NOOP_RECHECK: Final = 1.0  # seconds: a global provider set later is used within this delay
 _MAX_JSON = 8192
 F = TypeVar("F", bound=Callable[..., None])
 
@@ -58,6 +61,7 @@ class Telemetry:
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
         self._recording = False
+        self._noop_until = -math.inf
         self._warned = False
         self._textmap: object = None
         self._fields: tuple[str, ...] = ()
@@ -128,7 +132,11 @@ class Telemetry:
 
     def _noop(self) -> bool:
         """Whether both providers record nothing. Once a real provider shows up (the
-        globals can be set only once), the answer is False for good."""
+        globals can be set only once), the answer is False for good; while there is none,
+        the globals are looked at again at most every `_NOOP_RECHECK` seconds."""
+        now = time.monotonic()
+        if now < self._noop_until:
+            return True
         tracer_provider = self._tracer_provider
         if tracer_provider is None or isinstance(tracer_provider, trace.ProxyTracerProvider):
             tracer_provider = trace.get_tracer_provider()
@@ -138,6 +146,7 @@ class Telemetry:
         if isinstance(tracer_provider, _NOOP_TRACER_PROVIDERS) and isinstance(
             meter_provider, _NOOP_METER_PROVIDERS
         ):
+            self._noop_until = now + _NOOP_RECHECK
             return True
         self._recording = True
         return False
