@@ -63,6 +63,13 @@ def build_server(recorder: Recorder) -> McpServer:
             recorder.reason = ctx.cancel_reason
             recorder.ended.set()
 
+    @server.tool()
+    async def chatty(ctx: Context) -> str:
+        """Logs at info and at debug."""
+        await ctx.log("info", "shown at info")
+        await ctx.log("debug", "shown at debug")
+        return "said"
+
     @server.resource("docs://readme", mime_type="text/plain")
     async def readme() -> str:
         """The read-me."""

@@ -43,7 +43,7 @@ async def test_typescript_sdk_client_end_to_end() -> None:
     assert out["protocolVersion"] == LATEST
     assert out["server"] == {"name": "legacy", "version": "1.2.3", "title": "Legacy test server"}
     assert out["capabilities"]["tools"] == {"listChanged": True}
-    assert out["tools"] == ["add", "slow"]
+    assert out["tools"] == ["add", "chatty", "slow"]
     assert out["added"] == {"result": 5}
     assert out["read"] == "read me"
     assert out["missingCode"] == -32002

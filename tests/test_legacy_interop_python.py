@@ -44,7 +44,7 @@ async def test_python_sdk_legacy_client_end_to_end() -> None:
                 tg.cancel_scope.cancel()
             await wait_for(recorder.ended)
             after = await client.call_tool("add", {"a": 1, "b": 1})
-    assert {t.name for t in tools.tools} == {"add", "slow"}
+    assert {t.name for t in tools.tools} == {"add", "chatty", "slow"}
     assert added.structured_content == {"result": 5}
     assert read.contents[0].text == "read me"  # type: ignore[union-attr]
     assert prompt.messages[0].content.text == "Hello Ada!"  # type: ignore[union-attr]

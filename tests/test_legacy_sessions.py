@@ -83,7 +83,7 @@ async def test_methods_answer_in_2025_shapes() -> None:
         no_name = await client.call("tools/call", {"arguments": {}})
     assert ping.final["result"] == {}
     listed = tools.final["result"]
-    assert {t["name"] for t in listed["tools"]} == {"add", "slow"}
+    assert {t["name"] for t in listed["tools"]} == {"add", "chatty", "slow"}
     for key in ("resultType", "ttlMs", "cacheScope", "_meta"):
         assert key not in listed
     assert added.final["result"]["structuredContent"] == {"result": 5}
@@ -94,6 +94,22 @@ async def test_methods_answer_in_2025_shapes() -> None:
     assert (discover.status, discover.final["error"]["code"]) == (200, -32601)
     assert level.final["error"]["code"] == -32602
     assert (no_name.status, no_name.final["error"]["code"]) == (200, -32602)
+
+
+async def test_log_messages_follow_the_session_level() -> None:
+    """No log messages until logging/setLevel; then those at or above the level, on the
+    request's own stream."""
+    with serve(build_app(Recorder(), response_mode="sse")) as live:
+        client = LegacyClient(live.url + "/mcp")
+        await client.initialize()
+        before = await client.call("tools/call", {"name": "chatty"})
+        level = await client.call("logging/setLevel", {"level": "info"})
+        after = await client.call("tools/call", {"name": "chatty"})
+    assert [m.get("method") for m in before.messages] == [None]
+    assert level.final["result"] == {}
+    logs = [m["params"] for m in after.messages if m.get("method") == "notifications/message"]
+    assert logs == [{"level": "info", "data": "shown at info"}]
+    assert after.final["result"]["content"][0]["text"] == "said"
 
 
 async def test_requests_need_an_open_session() -> None:
