@@ -161,6 +161,7 @@ class Subscriptions:
 
     def __init__(self, bus: NotificationBus | None, server_info: Callable[[], JsonObject]) -> None:
         self.bus: NotificationBus = bus if bus is not None else InProcessBus()
+        self._explicit_bus = bus is not None
         self._server_info = server_info
         self._streams: set[_Stream] = set()
 
@@ -168,6 +169,21 @@ class Subscriptions:
     def open_streams(self) -> int:
         """How many listen streams are open in this process."""
         return len(self._streams)
+
+    def use_bus_url(self, url: str | None, channel: str, meter_provider: Any = None) -> None:
+        """Switch to the Redis bus named by `McpSettings.bus_url` (when set)."""
+        if url is None:
+            return
+        current = self.bus
+        if getattr(current, "url", None) == url and getattr(current, "channel", None) == channel:
+            return  # the same settings applied twice
+        if self._explicit_bus:
+            raise ValueError("both McpServer(bus=...) and McpSettings.bus_url are set")
+        if self._streams:
+            raise RuntimeError("cannot change the bus while listen streams are open")
+        from .redis_bus import bus_from_url
+
+        self.bus = bus_from_url(url, channel=channel, meter_provider=meter_provider)
 
     def changed(self, event: ChangeEvent) -> None:
         """A registration changed (sync, any thread): announce it without waiting."""

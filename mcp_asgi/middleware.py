@@ -11,6 +11,7 @@ from opentelemetry import metrics, trace
 
 from . import jsonrpc
 from ._asgi import ASGIApp, Receive, Scope, Send
+from ._listen import LISTEN, check_listen
 from ._origin import negotiate, normalize_origin, origin_allowed
 from ._reply import ReplyWriter, dump, send_json
 from ._request import (
@@ -24,6 +25,7 @@ from ._request import (
 from ._validate import McpRequest, validate
 from .cancel import CancelReason
 from .context import Context
+from .input import InputRound, InputRounds
 from .jsonrpc import INVALID_REQUEST, ProtocolError
 from .legacy import LegacyEndpoint, is_legacy, is_session_request
 from .scope import RequestScope
@@ -62,13 +64,22 @@ class McpMiddleware:
         self.app = app
         self.server = server
         self.settings = settings
-        self._options = ResultOptions(page_size=settings.page_size, ttl_ms=settings.list_ttl_ms)
+        self._options = ResultOptions(
+            page_size=settings.page_size,
+            ttl_ms=settings.list_ttl_ms,
+            listen_max_duration=settings.listen_max_duration,
+        )
         self._paths = frozenset({settings.path, settings.path.rstrip("/") + "/"})
         self._origins = frozenset(normalize_origin(o) for o in settings.allowed_origins)
         self._telemetry = Telemetry(
             tracer_provider, meter_provider, record_arguments=settings.record_arguments
         )
         self._inflight: set[RequestScope] = set()
+        server.subscriptions.use_bus_url(settings.bus_url, settings.bus_channel, meter_provider)
+        key = settings.request_state_key
+        self._inputs = InputRounds(
+            key.get_secret_value().encode() if key else None, ttl=settings.request_state_ttl
+        )
         self._legacy = (
             LegacyEndpoint(
                 server,
@@ -85,7 +96,8 @@ class McpMiddleware:
         if scope["type"] == "http" and _route_path(scope) in self._paths:
             await self._serve(scope, receive, send)
         elif scope["type"] == "lifespan":
-            await self.app(scope, self._receive_with_shutdown(receive), send)
+            async with self.server.running():  # the bus's background work lives here
+                await self.app(scope, self._receive_with_shutdown(receive), send)
         else:
             await self.app(scope, receive, send)
 
@@ -144,6 +156,8 @@ class McpMiddleware:
                 await send({"type": "http.response.body", "body": b""})
                 return
             request = validate(scope, message, self.server)
+            check_listen(scope, request)  # a listen stream needs SSE (406) and a filter (400)
+            inputs = self._inputs.begin(scope, request)  # verifies requestState (400)
         except ProtocolError as error:
             if message is not None:  # the method was readable: a short span says why it failed
                 self._telemetry.rejected(scope, message, error)
@@ -155,7 +169,8 @@ class McpMiddleware:
         except ClientGone:
             await ReplyWriter(send, "json").end()
             return
-        with self._request_scope(scope, request, ReplyWriter(send, mode)) as (request_scope, ctx):
+        writer = ReplyWriter(send, "sse" if request.method == LISTEN else mode)
+        with self._request_scope(scope, request, writer, inputs=inputs) as (request_scope, ctx):
             await request_scope.run(
                 receive, lambda: self.server.dispatch(request, ctx, self._options)
             )
@@ -169,20 +184,29 @@ class McpMiddleware:
         writer: ReplyWriter,
         *,
         cancel_on_disconnect: bool = True,
+        inputs: InputRound | None = None,
     ) -> Iterator[tuple[RequestScope, Context]]:
         """The scope and context of one request (either era), tracked while it runs."""
         settings = self.settings
         observer = self._telemetry.begin(scope, request)
+        listen = request.method == LISTEN  # long-lived: no deadline, a graceful end
+        timeout = _min(settings.max_request_duration, self.server.timeout_for(request))
         request_scope = RequestScope(
             request,
             writer,
-            timeout=_min(settings.max_request_duration, self.server.timeout_for(request)),
+            timeout=None if listen else timeout,
             cancel_grace=settings.cancel_grace,
             keepalive_interval=settings.keepalive_interval,
             observer=observer,
             cancel_on_disconnect=cancel_on_disconnect,
+            on_server_end=self.server.subscriptions.server_end(request) if listen else None,
         )
-        ctx = Context(request_scope, progress_min_interval=settings.progress_min_interval)
+        ctx = Context(
+            request_scope,
+            progress_min_interval=settings.progress_min_interval,
+            process_kill_grace=settings.process_kill_grace,
+            inputs=inputs,
+        )
         self._inflight.add(request_scope)
         try:
             yield request_scope, ctx

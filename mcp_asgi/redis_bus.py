@@ -158,12 +158,14 @@ class RedisBus:
                 if self._outage_since is None:
                     self._outage_since = anyio.current_time()
                     self._outages.add(1)
+                    cause = _leaf(exc)
                     logger.warning(
                         "bus: lost Redis at %s (%s: %s); change notifications from other "
                         "processes are paused, reconnecting",
                         _redact(self.url),
-                        type(exc).__name__,
-                        exc,
+                        type(cause).__name__,
+                        cause,
+                        extra={"bus_origin": self.origin},
                     )
                 else:
                     logger.debug("bus: Redis still unreachable", exc_info=True)
@@ -199,6 +201,7 @@ class RedisBus:
             logger.info(
                 "bus: Redis reachable again after %.1fs; resubscribed",
                 anyio.current_time() - self._outage_since,
+                extra={"bus_origin": self.origin},
             )
             self._outage_since = None
 
@@ -236,6 +239,13 @@ class RedisBus:
         except (ValueError, KeyError, TypeError):
             logger.warning("bus: ignored a malformed message on %s", self.channel)
             return None
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups."""
+    while isinstance(getattr(exc, "exceptions", None), tuple) and exc.exceptions:  # type: ignore[attr-defined]
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return exc
 
 
 def _redact(url: str) -> str:
