@@ -1,20 +1,14 @@
 """Which era a request belongs to, and which 2025-era revision a session speaks.
 
-Era routing follows the backward-compatibility rules of 2026-07-28 (body first, then the
-`MCP-Protocol-Version` header):
+Era routing follows the backward-compatibility rules of 2026-07-28, body first::
 
-=====================================================  ===========
-request                                                era
-=====================================================  ===========
-`params._meta` claims `io.modelcontextprotocol/protocolVersion`   2026-07-28
-`initialize` without that claim                        2025
-no `MCP-Protocol-Version` header (meaning 2025-03-26)  2025
-a 2025-era (or older) `MCP-Protocol-Version`           2025
-any other header value (2026-07-28, unknown)           2026-07-28, whose
-                                                       validation answers it
-GET, DELETE with `Mcp-Session-Id`                     2025
-GET, DELETE without                                    405, as from a 2026-07-28 server
-=====================================================  ===========
+    params._meta claims io.modelcontextprotocol/protocolVersion   -> 2026-07-28
+    initialize without that claim                                 -> 2025
+    no MCP-Protocol-Version header (a 2025-03-26 client)          -> 2025
+    a 2025-era (or older) MCP-Protocol-Version                    -> 2025
+    any other MCP-Protocol-Version (2026-07-28, unknown values)   -> 2026-07-28
+    GET or DELETE with Mcp-Session-Id                             -> 2025
+    GET or DELETE without                                         -> 405, as 2026-07-28 says
 
 So every request a 2026-07-28 client can send stays on the modern path and keeps its
 400/404 JSON-RPC error bodies, which dual-era clients read to choose their era.
@@ -31,8 +25,6 @@ from .._validate import META_PREFIX
 SUPPORTED_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
 """The 2025-era revisions served, newest first."""
 LATEST_VERSION: Final = SUPPORTED_VERSIONS[0]
-DEFAULT_VERSION: Final = "2025-03-26"
-"""The revision of a request that carries no `MCP-Protocol-Version` header."""
 HANDSHAKE_VERSIONS: Final = frozenset({*SUPPORTED_VERSIONS, "2024-11-05", "2024-10-07"})
 """Every revision reached through `initialize`: headers naming them are routed here (and
 the unsupported ones refused here, with 400)."""
