@@ -58,6 +58,18 @@ async def test_initialize_negotiates_a_version_and_opens_a_session(
     assert len(client.session_id) >= 32
 
 
+async def test_a_2025_03_26_client_sends_no_version_header() -> None:
+    """Requests without MCP-Protocol-Version are 2025-era and use the negotiated revision."""
+    with serve(build_app(Recorder())) as live:
+        client = LegacyClient(live.url + "/mcp")
+        await client.initialize("2025-03-26")
+        headers = client.session_headers()
+        del headers["mcp-protocol-version"]
+        response = await client.post(client.body("tools/list"), headers)
+    assert response.status == 200
+    assert {t["name"] for t in response.final["result"]["tools"]} == {"add", "chatty", "slow"}
+
+
 async def test_each_initialize_opens_its_own_session() -> None:
     """Two initializes get two different session ids."""
     with serve(build_app(Recorder())) as live:
