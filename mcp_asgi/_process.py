@@ -63,16 +63,20 @@ class Child:
     ) -> Child:
         if isinstance(argv, (str, bytes)):
             raise TypeError("argv must be a sequence of arguments, not a string")
-        process = await anyio.open_process(
-            list(argv),
-            stdin=stdin,
-            stdout=stdout,
-            stderr=stderr,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
-        )
-        return cls(process, kill_grace, owner)
+        # shielded: a cancel landing mid-spawn would leave a child no one owns (asyncio
+        # then kills only the leader); once owned, the cancel lands at the next checkpoint
+        with anyio.CancelScope(shield=True):
+            process = await anyio.open_process(
+                list(argv),
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+            )
+            child = cls(process, kill_grace, owner)
+        return child
 
     async def aclose(self) -> None:
         """Stop whatever is left of the group (SIGTERM, grace, SIGKILL) and close the pipes.
@@ -287,7 +291,10 @@ def _group_alive(pgid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return _has_live_member(pgid)
+    if _has_live_member(pgid):
+        return True
+    _reap_adopted(pgid)  # members that died since the first pass: zombies stay dead
+    return False
 
 
 def _reap_adopted(pgid: int) -> None:
