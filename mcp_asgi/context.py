@@ -294,8 +294,8 @@ class Context:
     def _input_round(self) -> InputRound:
         if self._inputs is None:
             raise RuntimeError(
-                f"{self.method} cannot ask the client for input: only tools/call, "
-                "resources/read and prompts/get can"
+                f"this {self.method} request cannot ask the client for input: only "
+                "2026-07-28 tools/call, resources/read and prompts/get requests can"
             )
         return self._inputs
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import json
 import logging
 import random
@@ -119,6 +120,14 @@ class RedisBus:
                     tasks.cancel_scope.cancel()
         finally:
             self._running -= 1
+
+    async def aclose(self) -> None:
+        """Stop a listener that was started lazily (`running()` stops its own)."""
+        task, self._lazy_task = self._lazy_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     # -- internals -----------------------------------------------------------------------
 

@@ -111,6 +111,20 @@ async def test_own_events_are_not_delivered_twice(redis_server: RedisServer) -> 
     assert [first.kind, second.kind] == ["tools_list_changed", "prompts_list_changed"]
 
 
+async def test_without_a_lifespan_the_bus_starts_on_first_use(redis_server: RedisServer) -> None:
+    """A RedisBus whose running() was never entered starts its listener lazily."""
+    channel = f"lazy:{redis_server.port}"
+    bus = RedisBus(redis_server.url, channel=channel)
+    other = RedisBus(redis_server.url, channel=channel)
+    try:
+        async with bus.subscribe() as events, other.running():
+            await wait_until(lambda: bus.connected and redis_server.subscribers(channel) == 2)
+            await other.publish(ChangeEvent("tools_list_changed"))
+            assert await events.__anext__() == ChangeEvent("tools_list_changed")
+    finally:
+        await bus.aclose()
+
+
 def test_bus_url_must_be_redis() -> None:
     """McpSettings.bus_url accepts redis://, rediss:// and unix:// URLs only."""
     assert bus_from_url("redis://127.0.0.1:1/0").channel == "mcp_asgi:changes"
