@@ -116,8 +116,7 @@ class InProcessBus:
         return len(self._subscribers)
 
     async def publish(self, event: ChangeEvent) -> None:
-        self._loop.bind()
-        self._loop.call(lambda: self.deliver(event))
+        self._loop.call(lambda: self.deliver(event))  # unbound: nobody subscribed yet
 
     def publish_nowait(self, event: ChangeEvent) -> None:
         self._loop.call(lambda: self.deliver(event))

@@ -1,0 +1,64 @@
+"""InProcessBus: fan-out, overflow, delivery from other threads, and unsubscribing."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import anyio
+import pytest
+
+from mcp_asgi.bus import ChangeEvent, InProcessBus
+
+TOOLS = ChangeEvent("tools_list_changed")
+PROMPTS = ChangeEvent("prompts_list_changed")
+
+
+async def test_every_subscriber_gets_every_event_in_order() -> None:
+    """Two subscriptions each receive the events in publish order; leaving unsubscribes."""
+    bus = InProcessBus()
+    await bus.publish(TOOLS)  # nobody listens yet: nothing to deliver, nothing raised
+    async with bus.subscribe() as first, bus.subscribe() as second:
+        assert bus.subscriber_count == 2
+        await bus.publish(TOOLS)
+        bus.publish_nowait(PROMPTS)
+        got = [await first.__anext__(), await first.__anext__(), await second.__anext__()]
+    assert got == [TOOLS, PROMPTS, TOOLS]
+    assert bus.subscriber_count == 0
+
+
+async def test_a_slow_subscriber_loses_the_overflow(caplog: pytest.LogCaptureFixture) -> None:
+    """Past `buffer` unread events, new ones are dropped for that subscriber (logged)."""
+    bus = InProcessBus(buffer=1)
+    with caplog.at_level(logging.WARNING, logger="mcp_asgi.bus"):
+        async with bus.subscribe() as events:
+            await bus.publish(TOOLS)
+            await bus.publish(PROMPTS)
+            assert await events.__anext__() == TOOLS
+    assert any("too slow" in r.getMessage() for r in caplog.records)
+
+
+async def test_publish_nowait_from_another_thread_is_handed_to_the_loop() -> None:
+    """A registration in a worker thread reaches subscribers on the event loop."""
+    bus = InProcessBus()
+    done = threading.Event()
+
+    def from_thread() -> None:
+        bus.publish_nowait(TOOLS)
+        done.set()
+
+    async with bus.subscribe() as events:
+        await anyio.to_thread.run_sync(from_thread)
+        assert done.is_set()
+        assert await events.__anext__() == TOOLS
+
+
+def test_publish_nowait_before_any_loop_is_a_no_op() -> None:
+    """Registrations at import time announce nothing (nobody can be listening)."""
+    InProcessBus().publish_nowait(TOOLS)
+
+
+def test_buffer_must_be_positive() -> None:
+    """A zero buffer is a configuration error."""
+    with pytest.raises(ValueError, match="buffer"):
+        InProcessBus(buffer=0)
