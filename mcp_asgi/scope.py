@@ -267,8 +267,10 @@ class RequestScope:
                 try:
                     final = await self._call(call)
                 finally:
-                    await self._close_owned()
-                    self._work_done()
+                    try:
+                        await self._close_owned()
+                    finally:
+                        self._work_done()
                 if final is not None:
                     await self.write(final, final=True)
                 if self.reason is None:
