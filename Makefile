@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)  ## serve the example FastAPI app on http://127.0.0.1:8000 (MCP at /mcp)
-	$(BIN)/uvicorn examples.fastapi_app.main:app --host 127.0.0.1 --port 8000
+	$(BIN)/uvicorn examples.fastapi_app.main:app --host 127.0.0.1 --port 8000 --timeout-graceful-shutdown 5
 
 test: lint typecheck pytest  ## the full suite: ruff, mypy --strict, pytest
 

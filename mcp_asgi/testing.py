@@ -51,7 +51,7 @@ def serve(app: ASGIApp, **config: Any) -> Iterator[LiveServer]:
         "host": "127.0.0.1",
         "port": 0,
         "log_level": "warning",
-        "lifespan": "on",
+        "lifespan": "auto",
     }
     options.update(config)
     server = uvicorn.Server(uvicorn.Config(app, **options))
