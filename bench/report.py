@@ -376,10 +376,10 @@ def goals(agg: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def plots(results: dict[str, Any], agg: dict[str, Any], outdir: Path, stem: str) -> list[Path]:
-    import matplotlib
+    import matplotlib  # type: ignore[import-not-found,unused-ignore]
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]
 
     labels = {k: v["label"] for k, v in results["meta"]["targets"].items()}
     written: list[Path] = []
