@@ -1,7 +1,7 @@
-"""The change-notification half of `McpServer`: announcing changes, removing primitives,
+"""The change-notification part of `McpServer`: announcing changes, removing primitives,
 and ending listen streams.
 
-A mixin so that `server.py` stays the registry and dispatch. Announcements go through the
+A mixin of `McpServer`, next to `Registry` and `Methods`. Announcements go through the
 server's `NotificationBus` to every `subscriptions/listen` stream of every process that
 shares the bus. Registering or removing a tool, prompt or resource announces itself:
 synchronously and without waiting (`publish_nowait`), so it works from a plain `def`, a
