@@ -30,7 +30,7 @@ Argv = Sequence[str | os.PathLike[str]]
 
 
 class Owner(Protocol):
-    """The request that owns the processes (see `RequestScope.own`)."""
+    """The request that owns the processes (see `RunningWork.own`)."""
 
     def own(self, resource: Child) -> None: ...
 

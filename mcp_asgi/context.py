@@ -143,7 +143,7 @@ class Context:
             env=env,
             check=check,
             kill_grace=self._kill_grace,
-            owner=self._scope,
+            owner=self._scope.work,
         )
 
     def stream_process(
@@ -176,7 +176,7 @@ class Context:
             check=check,
             encoding=encoding,
             kill_grace=self._kill_grace,
-            owner=self._scope,
+            owner=self._scope.work,
         )
 
     # -- side effects ----------------------------------------------------------------

@@ -6,82 +6,39 @@ Lifecycle (`run`)::
     watcher task   receive() until disconnect, deadline or cancel() ──► signal
                    signal ──► (server reasons) error reply ──► grace ──► exited | orphaned
 
-The first signal wins. After it, `write` drops everything: that is the single place where
-"nothing more is ever written for a cancelled request" is enforced.
+The first signal wins (`cancel`). After it, `write` drops everything: that is the single
+place where "nothing more is ever written for a cancelled request" is enforced.
 
-"Running work" is the handler itself plus every worker thread it started (`run_sync`). An
-abandoned thread keeps counting until it really returns; if it is still running when the
-grace period ends, the request is an orphan until then.
+Its parts live beside it: the watcher task (`_watcher`), the handler's threads and owned
+resources (`_work`), the cancellation log record (`_cancel_log`), the observer (`_observer`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import math
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol, TypeVar
+from typing import Literal, TypeVar
 
 import anyio
-import anyio.lowlevel
 
 from . import jsonrpc
 from ._asgi import Receive
+from ._cancel_log import log_cancelled, log_ignored, log_orphan_exited
+from ._observer import ScopeObserver, SideEffect
 from ._reply import ReplyWriter
 from ._validate import McpRequest
+from ._watcher import Watcher
+from ._work import RunningWork
 from .cancel import CancelReason, CancelToken, RequestCancelled
 from .jsonrpc import INTERNAL_ERROR, JsonObject, McpError
 
+__all__ = ["Outcome", "RequestScope", "ScopeObserver", "SideEffect"]
+
 Outcome = Literal["exited", "orphaned", "too_late"]
 T = TypeVar("T")
-logger = logging.getLogger("mcp_asgi.cancellation")
 _errors = logging.getLogger("mcp_asgi.errors")
-_NEVER: Final = math.inf
-_ERROR_WRITE_TIMEOUT: Final = 1.0  # bound on writing the timeout/shutdown error reply
-
-
-@dataclass(frozen=True, slots=True)
-class SideEffect:
-    """An irreversible step a handler declared with `ctx.side_effect(...)`."""
-
-    name: str
-    idempotency_key: str | None
-    at: float
-
-
-class Closable(Protocol):
-    """Something a request owns that must not outlive its handler (e.g. a subprocess)."""
-
-    async def aclose(self) -> None: ...
-
-
-class ScopeObserver:
-    """Receives a request scope's lifecycle events (telemetry implements it). No-op base.
-
-    `side_effect` may be called from a worker thread; the others run on the event loop.
-    `ended` is called exactly once; `orphan_exited` follows it when the outcome was
-    `orphaned` and the work finally returned.
-    """
-
-    def activate(self) -> AbstractContextManager[None]:
-        """A context the handler runs in (e.g. its span made current)."""
-        return contextlib.nullcontext()
-
-    def signalled(self, scope: RequestScope) -> None:
-        """A cancel signal reached the scope."""
-
-    def side_effect(self, scope: RequestScope, effect: SideEffect) -> None:
-        """The handler marked an irreversible step."""
-
-    def ended(self, scope: RequestScope) -> None:
-        """The request is over: handler exited (or was declared an orphan)."""
-
-    def orphan_exited(self, scope: RequestScope) -> None:
-        """An orphaned handler finally exited."""
 
 
 class RequestScope:
@@ -117,23 +74,22 @@ class RequestScope:
         self.error: McpError | None = None
         self.exception: BaseException | None = None
         self.result: JsonObject | None = None
-        self._grace = cancel_grace
-        self._keepalive = keepalive_interval if writer.streams else 0.0
+        self.work = RunningWork(on_idle=self._work_returned)
         self._observer = observer
         self._cancel_on_disconnect = cancel_on_disconnect
-        self._on_server_end = on_server_end
         self._lock = threading.Lock()  # signals vs. side-effect marks made from threads
         self._replied = False
         self._finishing = False  # the final response is being written
         self._ended = False
-        self._error_sent = False
-        self._running = 1  # the handler itself, plus worker threads still running
-        self._idle = anyio.Event()  # no running work left
         self._over = anyio.Event()  # run() has returned
-        self._owned: set[Closable] = set()
-        deadline = _NEVER if timeout is None else anyio.current_time() + timeout
         self._handler_scope = anyio.CancelScope()
-        self._watch_scope = anyio.CancelScope(deadline=deadline)
+        self._watcher = Watcher(
+            self,
+            timeout=timeout,
+            keepalive_interval=keepalive_interval,
+            cancel_grace=cancel_grace,
+            on_server_end=on_server_end,
+        )
 
     # -- signals ---------------------------------------------------------------------
 
@@ -142,29 +98,40 @@ class RequestScope:
         """Whether a cancel signal has reached this request."""
         return self.reason is not None
 
+    @property
+    def answered(self) -> bool:
+        """Whether the final response has been, or is being, written."""
+        return self._replied or self._finishing
+
     def cancel(self, reason: CancelReason) -> bool:
         """Cancel the request; False (logged at DEBUG) if it was already cancelled or its
         final response has been, or is being, written."""
         with self._lock:
-            accepted = self.reason is None and not self._replied and not self._finishing
+            accepted = self.reason is None and not self.answered
             if accepted:
                 self.reason = reason
                 self.signalled_at = self.clock()
         if not accepted:
-            logger.debug(
-                "cancel ignored: request already cancelled or answered",
-                extra={"request_id": self.request.id, "reason": reason.value},
-            )
+            log_ignored(self, reason)
             return False
-        if self._running == 0:
+        if not self.work.running:
             self.outcome = "too_late"
         if reason is CancelReason.CLIENT_DISCONNECT:
             self.writer.abandon()
         self.token._set(reason)
         self._handler_scope.cancel()
-        self._watch_scope.cancel()
+        self._watcher.stop()
         self._safely(self._observer.signalled)
         return True
+
+    def client_gone(self) -> bool:
+        """The client went away: cancel, unless this scope outlives disconnects (then only
+        stop writing). True if the request goes on."""
+        if self._cancel_on_disconnect:
+            self.cancel(CancelReason.CLIENT_DISCONNECT)
+            return False
+        self.writer.abandon()
+        return self.reason is None
 
     def mark_side_effect(self, name: str, idempotency_key: str | None) -> SideEffect:
         """Record an irreversible step; raises `RequestCancelled` if the request is already
@@ -205,7 +172,7 @@ class RequestScope:
                 self._finishing = False
             self._replied = ok
         if not ok and self.reason is None:
-            self._client_gone()
+            self.client_gone()
         return ok
 
     async def wait_exited(self) -> None:
@@ -214,43 +181,10 @@ class RequestScope:
         counted). An async handler that ignores its cancellation keeps this waiting."""
         await self._over.wait()
 
-    # -- work the handler starts -----------------------------------------------------
-
     async def run_sync(self, fn: Callable[[], T]) -> T:
         """Run `fn` in a worker thread. On cancel the request moves on at once: the thread
         is abandoned (told through `token`) and counted as running work until it returns."""
-        loop = anyio.lowlevel.current_token()
-        job = _ThreadJob()
-
-        def work() -> T:
-            if not job.begin():
-                raise RequestCancelled(self.reason or CancelReason.SERVER_SHUTDOWN)
-            try:
-                return fn()
-            finally:
-                if job.end():  # abandoned while running: tell the loop it has returned
-                    try:
-                        loop.backend_class.run_sync_soon(self._work_done, (), loop.native_token)
-                    except RuntimeError:  # the event loop is gone
-                        self._work_done(on_loop=False)
-
-        self._running += 1
-        try:
-            result = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-        except BaseException:
-            if not job.abandon():
-                self._work_done()
-            raise
-        self._work_done()
-        return result
-
-    def own(self, resource: Closable) -> None:
-        """Close `resource` when the handler exits, if the handler has not closed it."""
-        self._owned.add(resource)
-
-    def disown(self, resource: Closable) -> None:
-        """The handler closed `resource` itself."""
-        self._owned.discard(resource)
+        return await self.work.run_sync(fn, self.token)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -263,14 +197,11 @@ class RequestScope:
         """
         try:
             async with anyio.create_task_group() as watchers:
-                watchers.start_soon(self._watch, receive)
+                watchers.start_soon(self._watcher.watch, receive)
                 try:
                     final = await self._call(call)
                 finally:
-                    try:
-                        await self._close_owned()
-                    finally:
-                        self._work_done()
+                    await self.work.handler_exited()
                 if final is not None:
                     await self.write(final, final=True)
                 if self.reason is None:
@@ -278,11 +209,24 @@ class RequestScope:
         except anyio.get_cancelled_exc_class():
             # our own cancel scopes swallow their cancellations: this one came from outside
             with anyio.CancelScope(shield=True):
-                await self._stopped_from_outside()
+                await self._watcher.stopped_from_outside()
             raise
         finally:
-            self._end()
+            self.end()
             self._over.set()
+
+    def end(self) -> None:
+        """End the request once: settle the outcome, tell the observer, log the cancel
+        (with the request's span current, so a logging bridge puts it in the trace)."""
+        if self._ended:
+            return
+        self._ended = True
+        if self.reason is not None and self.outcome is None:
+            self.outcome = "orphaned" if self.work.running else "exited"
+        self._safely(self._observer.ended)
+        if self.reason is not None:
+            with self._observer.activate():
+                log_cancelled(self)
 
     async def _call(self, call: Callable[[], Awaitable[JsonObject]]) -> JsonObject | None:
         request_id = self.request.id
@@ -308,193 +252,17 @@ class RequestScope:
             self.error, self.exception = error, exc
         return jsonrpc.error_response(self.request.id, error)
 
-    async def _close_owned(self) -> None:
-        while self._owned:
-            resource = self._owned.pop()
-            with anyio.CancelScope(shield=True):
-                try:
-                    await resource.aclose()
-                except Exception:
-                    _errors.warning("closing a request's resource failed", exc_info=True)
-
-    def _work_done(self, *, on_loop: bool = True) -> None:
-        self._running -= 1
-        if self._running:
-            return
+    def _work_returned(self) -> None:
+        """The handler and all its threads have returned (on the loop, or in the last
+        thread if the loop is gone)."""
         self.exited_at = self.clock()
-        if on_loop:
-            self._idle.set()
         if self.outcome == "orphaned":
             self._safely(self._observer.orphan_exited)
-            logger.debug("orphaned handler exited", extra=self._log_fields())
-
-    async def _watch(self, receive: Receive) -> None:
-        with self._watch_scope:
-            await self._watch_receive(receive)
-        if self.reason is None and self._watch_scope.cancelled_caught:
-            self.cancel(CancelReason.TIMEOUT)
-        if self.reason is not None:
-            await self._after_signal()
-
-    async def _watch_receive(self, receive: Receive) -> None:
-        while True:
-            if self._keepalive:
-                with anyio.move_on_after(self._keepalive):
-                    message = await receive()
-                    if message["type"] == "http.disconnect":
-                        break
-                    continue
-                if not await self.writer.keepalive():
-                    break
-            else:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    break
-        if self._replied or self._finishing:
-            return  # the reply is complete (ASGI servers then report a disconnect)
-        if self._client_gone():
-            await anyio.sleep_forever()  # the handler goes on: keep watching the deadline
-
-    def _client_gone(self) -> bool:
-        """The client went away: cancel, unless this scope outlives disconnects (then only
-        stop writing). True if the request goes on."""
-        if self._cancel_on_disconnect:
-            self.cancel(CancelReason.CLIENT_DISCONNECT)
-            return False
-        self.writer.abandon()
-        return self.reason is None and not self._replied
-
-    async def _after_signal(self) -> None:
-        if self.reason is CancelReason.CLIENT_DISCONNECT:
-            pass  # nobody to tell
-        elif self.reason is not None and self.reason.client_initiated:
-            # the client asked but is still connected: end its reply, with no message
-            with anyio.CancelScope(shield=True), anyio.move_on_after(_ERROR_WRITE_TIMEOUT):
-                await self.writer.close()
-        else:
-            await self._reply_server_error()
-        if self.outcome == "too_late":
-            return
-        with anyio.move_on_after(self._grace):
-            await self._idle.wait()
-        if self._running:
-            self._end()  # the span ends now; the orphan is counted until the work returns
-
-    async def _reply_server_error(self) -> None:
-        reason = self.reason
-        if reason is None or reason.client_initiated or self._error_sent:
-            return
-        self._error_sent = True
-        if self._on_server_end is not None:
-            message = self._on_server_end(reason)
-        else:
-            self.error = _server_cancel_error(reason, self.timeout)
-            message = jsonrpc.error_response(self.request.id, self.error)
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_ERROR_WRITE_TIMEOUT):
-            await self.writer.finish(message)
-
-    async def _stopped_from_outside(self) -> None:
-        self.cancel(CancelReason.SERVER_SHUTDOWN)
-        # also when a lifespan shutdown signalled first: its watcher was cancelled with us
-        await self._reply_server_error()
-        if self.outcome is None and self._running:
-            with anyio.move_on_after(self._grace):
-                await self._idle.wait()
-
-    def _end(self) -> None:
-        """End the request once: settle the outcome, tell the observer, log the cancel."""
-        if self._ended:
-            return
-        self._ended = True
-        if self.reason is not None and self.outcome is None:
-            self.outcome = "orphaned" if self._running else "exited"
-        self._safely(self._observer.ended)
-        self._log_cancellation()
-
-    # -- reporting -------------------------------------------------------------------
-
-    def _log_fields(self) -> dict[str, Any]:
-        request = self.request
-        effect = self.side_effects[-1] if self.after_side_effect else None
-        return {
-            "request_id": request.id,
-            "method": request.method,
-            "tool": request.target if request.method == "tools/call" else None,
-            "prompt": request.target if request.method == "prompts/get" else None,
-            "elapsed": (self.signalled_at or self.clock()) - self.started,
-            "reason": self.reason.value if self.reason else None,
-            "outcome": self.outcome,
-            "after_side_effect": self.after_side_effect,
-            "side_effect": effect.name if effect else None,
-            "idempotency_key": effect.idempotency_key if effect else None,
-            "side_effects": [e.name for e in self.side_effects],
-        }
-
-    def _log_cancellation(self) -> None:
-        if self.reason is None:
-            return
-        fields = self._log_fields()
-        if self.after_side_effect:
-            logger.warning(
-                "request cancelled after side effect %r (%s, %s): reconcile",
-                fields["side_effect"],
-                fields["reason"],
-                fields["outcome"],
-                extra=fields,
-            )
-        else:
-            logger.info(
-                "request cancelled: %s (%s) after %.3fs",
-                fields["reason"],
-                fields["outcome"],
-                fields["elapsed"],
-                extra=fields,
-            )
+            with self._observer.activate():
+                log_orphan_exited(self)
 
     def _safely(self, hook: Callable[[RequestScope], None]) -> None:
         try:
             hook(self)
         except Exception:
             _errors.debug("observer failed", exc_info=True)
-
-
-class _ThreadJob:
-    """Who accounts for a worker thread: the loop (it returned in time, or never started)
-    or the thread itself (abandoned while running)."""
-
-    __slots__ = ("_lock", "_state")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._state: Literal["queued", "running", "done", "abandoned"] = "queued"
-
-    def begin(self) -> bool:
-        """In the thread: False if the call was abandoned before it started."""
-        with self._lock:
-            if self._state == "abandoned":
-                return False
-            self._state = "running"
-            return True
-
-    def end(self) -> bool:
-        """In the thread: True if the loop abandoned it while it ran."""
-        with self._lock:
-            abandoned = self._state == "abandoned"
-            self._state = "done"
-            return abandoned
-
-    def abandon(self) -> bool:
-        """On the loop, on cancel: True if the thread is still running (it reports itself)."""
-        with self._lock:
-            running = self._state == "running"
-            if self._state == "queued" or running:
-                self._state = "abandoned"
-            return running
-
-
-def _server_cancel_error(reason: CancelReason, timeout: float | None) -> McpError:
-    if reason is CancelReason.TIMEOUT:
-        message = f"Request timed out after {timeout:g} seconds"
-    else:
-        message = "Request cancelled: the server is shutting down"
-    return McpError(INTERNAL_ERROR, message, {"reason": reason.value})
