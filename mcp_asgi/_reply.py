@@ -17,7 +17,7 @@ from pydantic_core import to_jsonable_python
 from sse_starlette.event import ServerSentEvent
 
 from ._asgi import Message, Send
-from .jsonrpc import INTERNAL_ERROR
+from .jsonrpc import INTERNAL_ERROR, McpError, error_response
 from .settings import ResponseMode
 
 _JSON_HEADERS: Final = [(b"content-type", b"application/json")]
@@ -45,19 +45,25 @@ def dump(message: Any) -> bytes:
     for the same id, so the client always gets valid JSON; a notification raises
     `TypeError` to the handler that tried to send it.
     """
+    return encode_reply(message)[0]
+
+
+def encode_reply(message: Any) -> tuple[bytes, McpError | None]:
+    """`dump`, and the -32603 error that replaced a response that could not be encoded."""
     try:
-        return _encode(message)
+        return _encode(message), None
     except (TypeError, ValueError):
         pass
     try:
-        return _encode(to_jsonable_python(message, inf_nan_mode="null"))
+        return _encode(to_jsonable_python(message, inf_nan_mode="null")), None
     except (TypeError, ValueError):
         pass
     if not (isinstance(message, dict) and ("result" in message or "error" in message)):
         raise TypeError("the message cannot be encoded as JSON") from None
-    _errors.error("a reply could not be encoded as JSON", extra={"request_id": message.get("id")})
-    error = {"code": INTERNAL_ERROR, "message": "Internal error: the reply is not valid JSON"}
-    return _encode({"jsonrpc": "2.0", "id": message.get("id"), "error": error})
+    request_id = message.get("id")
+    _errors.error("a reply could not be encoded as JSON", extra={"request_id": request_id})
+    error = McpError(INTERNAL_ERROR, "Internal error: the reply is not valid JSON")
+    return _encode(error_response(request_id, error)), error
 
 
 def _encode(message: Any) -> bytes:
@@ -85,9 +91,11 @@ class ReplyWriter:
 
     Writes are serialised by a lock so a keep-alive never interleaves with an event. Any
     exception from `send` means the client is gone: the writer turns DONE and reports False.
+    `replaced_by` is the -32603 error sent instead of a final response that could not be
+    encoded (see `dump`).
     """
 
-    __slots__ = ("_ended", "_lock", "_mode", "_send_asgi", "_started", "state")
+    __slots__ = ("_ended", "_lock", "_mode", "_send_asgi", "_started", "replaced_by", "state")
 
     def __init__(self, send: Send, mode: ResponseMode) -> None:
         self._send_asgi = send
@@ -96,6 +104,7 @@ class ReplyWriter:
         self._started = False
         self._ended = False
         self.state = ReplyState.PENDING
+        self.replaced_by: McpError | None = None
 
     async def _send(self, message: Message) -> None:
         if message["type"] == "http.response.start":
@@ -113,7 +122,7 @@ class ReplyWriter:
         """Send a notification event; dropped (True) in JSON mode."""
         if self._mode == "json":
             return True
-        return await self._write(_event(message), final=False)
+        return await self._write(_event(dump(message)), final=False)
 
     async def keepalive(self) -> bool:
         """Send a keep-alive comment; commits an `auto` reply to SSE."""
@@ -126,14 +135,15 @@ class ReplyWriter:
         async with self._lock:
             if self.state is ReplyState.DONE:
                 return False
+            body, self.replaced_by = encode_reply(message)
             if self.state is ReplyState.PENDING and self._mode != "sse":
                 try:
-                    await send_json(self._send, status, dump(message), [])
+                    await send_json(self._send, status, body, [])
                 except Exception:
                     return self._gone()
                 self.state = ReplyState.DONE
                 return True
-        return await self._write(_event(message), final=True)
+        return await self._write(_event(body), final=True)
 
     def abandon(self) -> None:
         """Never write again (the client is gone)."""
@@ -203,5 +213,5 @@ class ReplyWriter:
         return False
 
 
-def _event(message: Any) -> bytes:
-    return ServerSentEvent(data=dump(message).decode("utf-8"), event="message").encode()
+def _event(body: bytes) -> bytes:
+    return ServerSentEvent(data=body.decode("utf-8"), event="message").encode()

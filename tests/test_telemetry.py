@@ -18,8 +18,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.util.types import Attributes
 
-from mcp_asgi import CancelReason, McpMiddleware, McpSettings
+from mcp_asgi import CancelReason, McpMiddleware, McpServer, McpSettings
 from mcp_asgi import _attributes as a
+from mcp_asgi.settings import ResponseMode
 from mcp_asgi.testing import McpTestClient, serve
 
 from .conftest import Otel
@@ -149,6 +150,41 @@ async def test_unhandled_exception_recorded_once(otel: Otel) -> None:
     assert event_names(span) == ["exception"]
     exception_attrs = span.events[0].attributes or {}
     assert exception_attrs["exception.type"] == "RuntimeError"
+
+
+def unencodable_app(otel: Otel, mode: ResponseMode) -> McpMiddleware:
+    """An app with a prompt whose result cannot be encoded as JSON at all."""
+    server = McpServer("unencodable")
+
+    @server.prompt()
+    def binary() -> list[dict[str, Any]]:
+        """Content that no JSON encoder accepts."""
+        return [{"role": "user", "content": {"type": "text", "text": object()}}]
+
+    return McpMiddleware(
+        plain,
+        server=server,
+        settings=McpSettings(response_mode=mode),
+        tracer_provider=otel.tracer_provider,
+        meter_provider=otel.meter_provider,
+    )
+
+
+@pytest.mark.parametrize("mode", ["json", "sse"])
+async def test_unencodable_reply_is_an_error(otel: Otel, mode: ResponseMode) -> None:
+    """A result replaced by a -32603 error (it cannot be encoded): ERROR on span and metric."""
+    response = await call(unencodable_app(otel, mode), "prompts/get", {"name": "binary"})
+    data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+    reply = json.loads(data[0] if mode == "sse" else response.text)
+    assert reply["error"]["code"] == -32603
+    span = only(otel, "prompts/get binary")
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.status.description == "Internal error: the reply is not valid JSON"
+    assert attrs(span)["error.type"] == "-32603"
+    assert attrs(span)["rpc.response.status_code"] == "-32603"
+    (duration,) = histograms(otel, a.OPERATION_DURATION)
+    assert (duration.attributes or {})["error.type"] == "-32603"
+    assert (duration.attributes or {})["rpc.response.status_code"] == "-32603"
 
 
 async def test_rejected_request_gets_a_short_span(otel: Otel) -> None:
