@@ -10,7 +10,7 @@ import anyio
 from opentelemetry import metrics, trace
 
 from . import jsonrpc
-from ._asgi import ASGIApp, Receive, Scope, Send
+from ._asgi import ASGIApp, Message, Receive, Scope, Send
 from ._listen import LISTEN, check_listen
 from ._origin import negotiate, normalize_origin, origin_allowed
 from ._reply import ReplyWriter, dump, send_json
@@ -94,7 +94,7 @@ class McpMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and _route_path(scope) in self._paths:
-            await self._serve(scope, receive, send)
+            await self._serve_guarded(scope, receive, send)
         elif scope["type"] == "lifespan":
             async with self.server.running():  # the bus's background work lives here
                 await self.app(scope, self._receive_with_shutdown(receive), send)
@@ -121,6 +121,24 @@ class McpMiddleware:
         with anyio.move_on_after(self.settings.cancel_grace + 1.0):
             for request_scope in scopes:
                 await request_scope.wait_exited()
+
+    async def _serve_guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one request; a bug of ours becomes a logged -32603 (HTTP 500 if nothing was
+        sent yet), never an exception in the host app."""
+        started = False
+
+        async def send_tracking_start(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self._serve(scope, receive, send_tracking_start)
+        except Exception:
+            logger.exception("internal error while serving an MCP request")
+            if not started:
+                error = jsonrpc.McpError(jsonrpc.INTERNAL_ERROR, "Internal error")
+                await send_json(send, 500, dump(jsonrpc.error_response(None, error)), [])
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         settings = self.settings

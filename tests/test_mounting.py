@@ -450,3 +450,21 @@ async def test_cors_middleware_added_after_mcp_answers_preflight() -> None:
     assert "mcp-method" in preflight.headers["access-control-allow-headers"]
     assert echoed(post) == "hi"
     assert post.headers["access-control-allow-origin"] == origin
+
+
+async def test_internal_error_is_a_json_rpc_error_not_a_crash(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bug inside the middleware answers 500 with a JSON-RPC -32603 body and is logged."""
+    import mcp_asgi.middleware as middleware_module
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(middleware_module, "validate", broken)
+    with caplog.at_level(logging.ERROR, logger="mcp_asgi"):
+        response = await post_mcp(McpMiddleware(bare_app, server=mcp_server()), "/mcp")
+    assert response.status_code == 500
+    assert response.json()["error"]["code"] == -32603
+    assert "boom" not in response.text
+    assert any(record.exc_info for record in caplog.records)
