@@ -17,7 +17,7 @@ from mcp_asgi import Context, McpError, McpMiddleware, McpServer, McpSettings
 from mcp_asgi._asgi import ASGIApp, Receive, Scope, Send
 from mcp_asgi.testing import McpTestClient
 
-from .conftest import Otel
+from .helpers import Otel
 
 SECRET = "s3cret-argument-value"
 

@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 
 from mcp_asgi import CancelReason, Context, McpServer
-from mcp_asgi.testing import McpTestClient, serve
+from mcp_asgi.testing import serve
 
-from .cancellation_helpers import Probe, build_app, wait_for
+from .helpers import Probe, drop_mid_call, mcp_app, serving, wait_for
 
 
 class Upstream:
@@ -36,25 +36,19 @@ def build_server(probe: Probe) -> McpServer:
     @server.tool()
     async def fetch(url: str, ctx: Context) -> str:
         """Calls a downstream service with httpx."""
-        probe.started.set()
-        try:
+        with probe.running(ctx):
             async with httpx.AsyncClient(timeout=60) as client:
                 response = await client.get(url)
                 return response.text
-        finally:
-            probe.exit(ctx.cancel_reason)
 
     @server.tool()
     async def crunch(ctx: Context) -> int:
         """A CPU-bound loop that calls `ctx.checkpoint()` between steps."""
         total = 0
-        probe.started.set()
-        try:
+        with probe.running(ctx):
             while True:
                 total += sum(range(2_000))
                 await ctx.checkpoint()
-        finally:
-            probe.exit(ctx.cancel_reason)
 
     return server
 
@@ -63,9 +57,8 @@ async def test_a_downstream_http_call_is_aborted_with_the_request() -> None:
     """The client leaves while the handler waits on another service: the handler is
     cancelled and its outgoing connection is closed, which the upstream sees."""
     probe, upstream = Probe(), Upstream()
-    app, _ = build_app(build_server(probe))
-    with serve(upstream, lifespan="off") as slow, serve(app) as server:  # type: ignore[arg-type]
-        client = McpTestClient(server.url + "/mcp")
+    app = mcp_app(build_server(probe))
+    with serve(upstream, lifespan="off") as slow, serving(app) as client:  # type: ignore[arg-type]
         arguments = {"url": slow.url + "/slow"}
         async with client.stream("tools/call", {"name": "fetch", "arguments": arguments}) as s:
             await wait_for(upstream.called)
@@ -78,12 +71,8 @@ async def test_a_downstream_http_call_is_aborted_with_the_request() -> None:
 async def test_checkpoint_stops_a_cpu_loop() -> None:
     """`await ctx.checkpoint()` lets a disconnect reach a CPU-bound loop."""
     probe = Probe()
-    app, _ = build_app(build_server(probe))
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
-        async with client.stream("tools/call", {"name": "crunch"}) as s:
-            await wait_for(probe.started)
-            await s.drop()
+    with serving(mcp_app(build_server(probe))) as client:
+        await drop_mid_call(client, "crunch", probe)
         await wait_for(probe.exited)
         assert (await client.request("tools/list")).status == 200
     assert probe.reason is CancelReason.CLIENT_DISCONNECT

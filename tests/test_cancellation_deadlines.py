@@ -10,19 +10,18 @@ import pytest
 from opentelemetry.trace import StatusCode
 
 from mcp_asgi import CancelReason, CancelToken, Context, McpServer
-from mcp_asgi.testing import McpTestClient, serve
 
-from .cancellation_helpers import (
+from .helpers import (
     CANCEL_LOGGER,
+    Otel,
     Probe,
-    build_app,
-    eventually,
-    has_span,
+    attrs,
+    cancel_records,
+    mcp_app,
     records_for,
-    span_of,
+    serving,
     wait_for,
 )
-from .conftest import Otel
 
 ACCEPT = {"json": "application/json", "sse": "text/event-stream"}
 
@@ -33,42 +32,33 @@ def build_server(probe: Probe) -> McpServer:
     @server.tool()
     async def forever(ctx: Context) -> str:
         """Sleeps past any deadline."""
-        probe.started.set()
-        try:
+        with probe.running(ctx):
             await anyio.sleep_forever()
-        finally:
-            probe.exit(ctx.cancel_reason)
         return "never"
 
     @server.tool(timeout=0.3)
     async def capped(ctx: Context) -> str:
         """Has its own 0.3 s timeout."""
-        try:
+        with probe.running(ctx):
             await anyio.sleep_forever()
-        finally:
-            probe.exit(ctx.cancel_reason)
         return "never"
 
     @server.tool(timeout=0.4)
     async def chatty(ctx: Context) -> str:
         """Reports progress every 20 ms: progress does not extend the deadline."""
         count = 0
-        try:
+        with probe.running(ctx):
             while True:
                 count += 1
                 await ctx.report_progress(count)
                 await anyio.sleep(0.02)
-        finally:
-            probe.exit(ctx.cancel_reason)
 
     @server.tool(timeout=0.3)
     def grinding(token: CancelToken) -> str:
         """A thread that polls its token until the timeout tells it to stop."""
-        try:
+        with probe.running(token):
             while not token.wait(0.01):
                 pass
-        finally:
-            probe.exit(token.reason)
         return "never"
 
     @server.tool()
@@ -92,12 +82,11 @@ async def test_max_request_duration_times_out(
     answers a JSON-RPC error saying so; the span is an error; one INFO record."""
     caplog.set_level(logging.DEBUG, logger=CANCEL_LOGGER)
     probe = Probe()
-    app, _ = build_app(build_server(probe), otel, max_request_duration=0.3)
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp", headers={"accept": ACCEPT[mode]})
+    app = mcp_app(build_server(probe), otel, max_request_duration=0.3)
+    with serving(app, headers={"accept": ACCEPT[mode]}) as client:
         response = await client.request("tools/call", {"name": "forever"}, id="slow-1")
         await wait_for(probe.exited)
-        await eventually(lambda: has_span(otel, "forever"), what="the span")
+        await otel.wait_span("tools/call forever")
     assert response.status == 200
     assert response.headers["content-type"].startswith(ACCEPT[mode])
     assert response.final == {
@@ -110,9 +99,9 @@ async def test_max_request_duration_times_out(
         },
     }
     assert probe.reason is CancelReason.TIMEOUT
-    span = span_of(otel, "forever")
+    span = otel.span("tools/call forever")
     assert span.status.status_code is StatusCode.ERROR
-    attributes = dict(span.attributes or {})
+    attributes = attrs(span)
     assert attributes["mcp_asgi.cancellation.reason"] == "timeout"
     assert attributes["error.type"] == "timeout"
     [record] = records_for(caplog, "slow-1")
@@ -120,36 +109,26 @@ async def test_max_request_duration_times_out(
     assert getattr(record, "reason", None) == "timeout"
 
 
-async def test_tool_timeout_applies_below_the_maximum() -> None:
-    """A tool's `timeout=` caps it below `max_request_duration`."""
+@pytest.mark.parametrize(
+    ("max_request_duration", "seconds"),
+    [(60, 0.3), (0.2, 0.2)],
+    ids=["tool-timeout-below-the-maximum", "maximum-below-a-longer-tool-timeout"],
+)
+async def test_the_smaller_deadline_wins(max_request_duration: float, seconds: float) -> None:
+    """A tool's `timeout=` and `max_request_duration`: the smaller of the two applies."""
     probe = Probe()
-    app, _ = build_app(build_server(probe), max_request_duration=60)
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
+    with serving(mcp_app(build_server(probe), max_request_duration=max_request_duration)) as client:
         response = await client.request("tools/call", {"name": "capped"})
         await wait_for(probe.exited)
-    assert response.final["error"]["message"] == "Request timed out after 0.3 seconds"
+    assert response.final["error"]["message"] == f"Request timed out after {seconds} seconds"
     assert probe.reason is CancelReason.TIMEOUT
-
-
-async def test_the_maximum_applies_below_a_longer_tool_timeout() -> None:
-    """The smaller of the two deadlines wins."""
-    probe = Probe()
-    app, _ = build_app(build_server(probe), max_request_duration=0.2)
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
-        response = await client.request("tools/call", {"name": "capped"})
-        await wait_for(probe.exited)
-    assert response.final["error"]["message"] == "Request timed out after 0.2 seconds"
 
 
 async def test_progress_does_not_extend_the_deadline() -> None:
     """A handler that keeps reporting progress still times out: the stream carries the
     progress notifications, then ends with the timeout error."""
     probe = Probe()
-    app, _ = build_app(build_server(probe), response_mode="sse")
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
+    with serving(mcp_app(build_server(probe), response_mode="sse")) as client:
         response = await client.request("tools/call", {"name": "chatty"}, progress=True)
         await wait_for(probe.exited)
     *progress, final = response.messages
@@ -162,9 +141,7 @@ async def test_progress_does_not_extend_the_deadline() -> None:
 async def test_a_thread_learns_of_the_timeout_through_its_token() -> None:
     """A sync tool's token carries the `timeout` reason; the client gets the error."""
     probe = Probe()
-    app, _ = build_app(build_server(probe))
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
+    with serving(mcp_app(build_server(probe))) as client:
         response = await client.request("tools/call", {"name": "grinding"})
         await wait_for(probe.exited)
     assert response.final["error"]["data"] == {"reason": "timeout"}
@@ -174,23 +151,16 @@ async def test_a_thread_learns_of_the_timeout_through_its_token() -> None:
 async def test_deadline_is_visible_to_the_handler() -> None:
     """`ctx.deadline` is the time left, or None without a limit."""
     probe = Probe()
-    limited, _ = build_app(build_server(probe), max_request_duration=100)
-    unlimited, _ = build_app(build_server(probe), max_request_duration=None)
-    with serve(limited) as server:
-        client = McpTestClient(server.url + "/mcp")
+    with serving(mcp_app(build_server(probe), max_request_duration=100)) as client:
         left = (await client.call_tool("remaining"))["structuredContent"]["result"]
         assert 0 < left <= 100
-    with serve(unlimited) as server:
-        client = McpTestClient(server.url + "/mcp")
+    with serving(mcp_app(build_server(probe), max_request_duration=None)) as client:
         assert (await client.call_tool("remaining"))["structuredContent"]["result"] is None
 
 
 async def test_a_fast_call_is_not_affected(caplog: pytest.LogCaptureFixture) -> None:
     """A call that returns before its deadline is answered normally; nothing is logged."""
     caplog.set_level(logging.DEBUG, logger=CANCEL_LOGGER)
-    probe = Probe()
-    app, _ = build_app(build_server(probe))
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
+    with serving(mcp_app(build_server(Probe()))) as client:
         assert (await client.call_tool("fast"))["content"][0]["text"] == "fast"
-    assert [r for r in caplog.records if r.name == CANCEL_LOGGER] == []
+    assert cancel_records(caplog, above=logging.NOTSET) == []

@@ -13,8 +13,7 @@ from opentelemetry.trace import SpanContext
 
 from mcp_asgi import Context, McpMiddleware, McpServer
 
-from .cancellation_helpers import CANCEL_LOGGER, Wire, build_app, eventually, wire_for
-from .conftest import Otel
+from .helpers import CANCEL_LOGGER, Otel, Wire, attrs, eventually, mcp_app, wire_for
 
 TRACE_ID = 0x0AF7651916CD43DD8448EB211C80319C
 PARENT_ID = 0xB7AD6B7169203331
@@ -81,7 +80,7 @@ async def disconnect_once_started(app: McpMiddleware, wire: Wire, started: anyio
     """Run one request and drop the client once its handler has started."""
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(app, wire.scope, wire.receive, wire.send)
+            tg.start_soon(wire.run, app)
             await started.wait()
             wire.disconnect()
 
@@ -96,7 +95,7 @@ async def test_the_cancellation_record_is_in_the_request_span(
 ) -> None:
     """A disconnect's record (WARNING after a side effect) carries the MCP span's ids."""
     started, release = anyio.Event(), anyio.Event()
-    app, _ = build_app(build_server(started, release), otel)
+    app = mcp_app(build_server(started, release), otel)
     params = {"name": "waits", "arguments": {"charge": charge}}
     await disconnect_once_started(app, wire_for("tools/call", params, accept=JSON), started)
     [span] = otel.spans.get_finished_spans()
@@ -112,13 +111,13 @@ async def test_an_orphans_late_exit_is_in_the_request_span(
 ) -> None:
     """The DEBUG record of an orphan that finally returns also carries the span's ids."""
     started, release = anyio.Event(), anyio.Event()
-    app, _ = build_app(build_server(started, release), otel, cancel_grace=0.05)
+    app = mcp_app(build_server(started, release), otel, cancel_grace=0.05)
     await disconnect_once_started(
         app, wire_for("tools/call", {"name": "hog"}, accept=JSON), started
     )
     [span] = otel.spans.get_finished_spans()
     assert span.context is not None
-    assert dict(span.attributes or {})["mcp_asgi.cancellation.outcome"] == "orphaned"
+    assert attrs(span)["mcp_asgi.cancellation.outcome"] == "orphaned"
     assert bridge.of("orphaned handler exited") == []
     release.set()
     await eventually(lambda: bool(bridge.of("orphaned handler exited")), what="the orphan's exit")
@@ -129,7 +128,7 @@ async def test_an_orphans_late_exit_is_in_the_request_span(
 async def test_without_an_sdk_the_record_joins_the_callers_trace(bridge: SpanOfRecords) -> None:
     """No providers recording: the record still carries the trace of `_meta.traceparent`."""
     started, release = anyio.Event(), anyio.Event()
-    app, _ = build_app(build_server(started, release))
+    app = mcp_app(build_server(started, release))
     meta = {"traceparent": f"00-{TRACE_ID:032x}-{PARENT_ID:016x}-01"}
     params = {"name": "waits", "_meta": meta}
     await disconnect_once_started(app, wire_for("tools/call", params, accept=JSON), started)

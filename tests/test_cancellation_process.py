@@ -8,20 +8,19 @@ from pathlib import Path
 import pytest
 
 from mcp_asgi import CancelReason, Context, McpServer
-from mcp_asgi.testing import McpTestClient, serve
 
-from .cancellation_helpers import (
+from .helpers import (
     Probe,
-    build_app,
+    drop_mid_call,
     eventually,
     group_gone,
+    mcp_app,
     read_pgid,
+    serving,
     shell,
-    subreaper,
     wait_for,
 )
 
-__all__ = ["subreaper"]
 pytestmark = pytest.mark.usefixtures("subreaper")
 
 
@@ -44,21 +43,15 @@ def build_server(probe: Probe, pgid_file: Path) -> McpServer:
     @server.tool()
     async def sleepers(ctx: Context) -> str:
         """A shell whose child and grandchild sleep for a minute."""
-        probe.started.set()
-        try:
+        with probe.running(ctx):
             await ctx.run_process(shell(background))
-        finally:
-            probe.exit(ctx.cancel_reason)
         return "never"
 
     @server.tool()
     async def stubborn(ctx: Context) -> str:
         """A process group that ignores SIGTERM: only SIGKILL stops it."""
-        probe.started.set()
-        try:
+        with probe.running(ctx):
             await ctx.run_process(shell(f"trap '' TERM; {background}"))
-        finally:
-            probe.exit(ctx.cancel_reason)
         return "never"
 
     @server.tool()
@@ -103,11 +96,8 @@ def build_server(probe: Probe, pgid_file: Path) -> McpServer:
     @server.tool(timeout=0.5)
     async def slow_command(ctx: Context) -> str:
         """Runs past the tool's timeout."""
-        probe.started.set()
-        try:
+        with probe.running(ctx):
             await ctx.run_process(shell(background))
-        finally:
-            probe.exit(ctx.cancel_reason)
         return "never"
 
     return server
@@ -118,25 +108,16 @@ def probe() -> Probe:
     return Probe()
 
 
-@pytest.fixture
-def pgid_file(tmp_path: Path) -> Path:
-    return tmp_path / "pgid"
-
-
 async def test_run_process_returns_output(probe: Probe, pgid_file: Path) -> None:
     """A command that finishes gives its exit status, stdout and stderr; input is sent."""
-    app, _ = build_app(build_server(probe, pgid_file))
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
+    with serving(mcp_app(build_server(probe, pgid_file))) as client:
         result = await client.call_tool("run", {"argv": shell("cat; echo err >&2; exit 2")})
     assert result["structuredContent"] == {"code": 2, "out": "typed", "err": "err\n"}
 
 
 async def test_run_process_check_raises(probe: Probe, pgid_file: Path) -> None:
     """check=True turns a non-zero exit into an error the tool reports."""
-    app, _ = build_app(build_server(probe, pgid_file))
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
+    with serving(mcp_app(build_server(probe, pgid_file))) as client:
         result = await client.call_tool("run_checked")
     assert result["isError"] is True
     assert "CalledProcessError" in result["content"][0]["text"]
@@ -144,9 +125,7 @@ async def test_run_process_check_raises(probe: Probe, pgid_file: Path) -> None:
 
 async def test_stream_process_yields_lines(probe: Probe, pgid_file: Path) -> None:
     """The streaming form yields stdout lines without line endings; stderr is discarded."""
-    app, _ = build_app(build_server(probe, pgid_file))
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
+    with serving(mcp_app(build_server(probe, pgid_file))) as client:
         result = await client.call_tool("lines")
     assert result["structuredContent"] == {"result": ["a", "b", "c"]}
 
@@ -155,9 +134,8 @@ async def test_stream_process_yields_lines(probe: Probe, pgid_file: Path) -> Non
 async def test_disconnect_kills_the_whole_group(probe: Probe, pgid_file: Path, tool: str) -> None:
     """A disconnect stops the child and its grandchild: SIGTERM to the group, and SIGKILL
     for a group that ignores SIGTERM; the handler returns only once the group is gone."""
-    app, _ = build_app(build_server(probe, pgid_file), process_kill_grace=0.3)
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
+    app = mcp_app(build_server(probe, pgid_file), process_kill_grace=0.3)
+    with serving(app) as client:
         async with client.stream("tools/call", {"name": tool, "arguments": {}}) as s:
             await wait_for(probe.started)
             await eventually(lambda: read_pgid(pgid_file) is not None, what="the shell's pid")
@@ -172,52 +150,33 @@ async def test_disconnect_kills_the_whole_group(probe: Probe, pgid_file: Path, t
 
 async def test_disconnect_stops_a_streamed_process(probe: Probe, pgid_file: Path) -> None:
     """Cancelling while iterating over a process's lines stops its group."""
-    app, _ = build_app(build_server(probe, pgid_file), response_mode="sse")
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
-        async with client.stream(
-            "tools/call", {"name": "follow", "arguments": {}}, progress=True
-        ) as s:
-            await wait_for(probe.started)
-            message = await s.next_message()
-            assert message is not None
-            assert message["method"] == "notifications/progress"
-            await s.drop()
+    with serving(mcp_app(build_server(probe, pgid_file), response_mode="sse")) as client:
+        await drop_mid_call(client, "follow", probe, {}, read_progress=True, progress=True)
         await wait_for(probe.exited)
         assert probe.pgid is not None
         assert probe.reason is CancelReason.CLIENT_DISCONNECT
         assert group_gone(probe.pgid)
 
 
-async def test_a_forgotten_stream_is_stopped_when_the_handler_exits(
-    probe: Probe, pgid_file: Path
+@pytest.mark.parametrize(
+    ("tool", "text"),
+    [("first_line", "first"), ("leaves_behind", "done")],
+    ids=["a-forgotten-stream", "leftovers-of-an-exited-command"],
+)
+async def test_what_a_handler_leaves_running_is_stopped(
+    probe: Probe, pgid_file: Path, tool: str, text: str
 ) -> None:
-    """A handler that stops iterating without closing the stream still leaves nothing."""
-    app, _ = build_app(build_server(probe, pgid_file))
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
-        result = await client.call_tool("first_line")
-    assert result["content"][0]["text"] == "first"
-    assert probe.pgid is not None
-    assert group_gone(probe.pgid)
-
-
-async def test_leftovers_are_stopped_when_the_command_exits(probe: Probe, pgid_file: Path) -> None:
-    """A process left running in the group after the command exits is stopped too."""
-    app, _ = build_app(build_server(probe, pgid_file))
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
-        result = await client.call_tool("leaves_behind")
-    assert result["content"][0]["text"] == "done"
+    """What a handler leaves running (an unclosed stream, a leftover process) is stopped."""
+    with serving(mcp_app(build_server(probe, pgid_file))) as client:
+        result = await client.call_tool(tool)
+    assert result["content"][0]["text"] == text
     assert probe.pgid is not None
     assert group_gone(probe.pgid)
 
 
 async def test_timeout_kills_the_group(probe: Probe, pgid_file: Path) -> None:
     """A tool timeout cancels a running command like a disconnect does, and says so."""
-    app, _ = build_app(build_server(probe, pgid_file), process_kill_grace=0.3)
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
+    with serving(mcp_app(build_server(probe, pgid_file), process_kill_grace=0.3)) as client:
         response = await client.request("tools/call", {"name": "slow_command", "arguments": {}})
         await wait_for(probe.exited)
     assert response.final["error"]["data"] == {"reason": "timeout"}

@@ -3,42 +3,29 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
 import pytest
 
 from mcp_asgi import CancelReason, CancelToken, Context, McpServer
-from mcp_asgi.testing import McpTestClient, serve
 
-from .cancellation_helpers import (
+from .helpers import (
     CANCEL_LOGGER,
-    Probe,
-    build_app,
+    Otel,
+    Probes,
+    attrs,
+    drop_mid_call,
     eventually,
     group_gone,
-    has_span,
-    orphans_active,
+    mcp_app,
     read_pgid,
     records_for,
+    serving,
     shell,
-    span_of,
-    subreaper,
     wait_for,
 )
-from .conftest import Otel
-
-__all__ = ["subreaper"]
-
-
-class Probes:
-    """One probe per tool."""
-
-    def __init__(self) -> None:
-        self.by_tool: dict[str, Probe] = {}
-
-    def __getitem__(self, tool: str) -> Probe:
-        return self.by_tool.setdefault(tool, Probe())
 
 
 def build_server(probes: Probes, pgid_file: Path) -> McpServer:
@@ -47,12 +34,8 @@ def build_server(probes: Probes, pgid_file: Path) -> McpServer:
     @server.tool()
     async def waiting(ctx: Context) -> str:
         """Awaits an event that never comes."""
-        probe = probes["waiting"]
-        probe.started.set()
-        try:
+        with probes["waiting"].running(ctx):
             await anyio.Event().wait()
-        finally:
-            probe.exit(ctx.cancel_reason)
         return "never"
 
     @server.tool()
@@ -63,58 +46,40 @@ def build_server(probes: Probes, pgid_file: Path) -> McpServer:
     @server.tool()
     def blocking(token: CancelToken) -> str:
         """A sync tool polling its token."""
-        probe = probes["blocking"]
-        probe.started.set()
-        try:
+        with probes["blocking"].running(token):
             while not token.wait(0.01):
                 pass
-        finally:
-            probe.exit(token.reason)
         return "never"
 
     @server.tool()
     async def command(ctx: Context) -> str:
         """Runs a shell whose child and grandchild sleep."""
-        probe = probes["command"]
-        probe.started.set()
-        try:
+        with probes["command"].running(ctx):
             await ctx.run_process(shell(f"echo $$ > {pgid_file}; sleep 60 & sleep 60"))
-        finally:
-            probe.exit(ctx.cancel_reason)
         return "never"
 
     @server.tool()
     async def hold(key: str, ctx: Context) -> str:
         """Waits until the test releases `key`'s probe."""
         probe = probes[key]
-        probe.started.set()
-        try:
+        with probe.running(ctx):
             await anyio.to_thread.run_sync(probe.release.wait, 30, abandon_on_cancel=True)
-        finally:
-            probe.exit(ctx.cancel_reason)
         return f"released {key}"
 
-    @server.tool()
-    async def bad_cleanup(ctx: Context) -> str:
-        """Its `finally` raises while it is being cancelled."""
-        probe = probes["bad_cleanup"]
-        probe.started.set()
-        try:
-            await anyio.sleep_forever()
-        finally:
-            probe.exit(ctx.cancel_reason)
-            raise RuntimeError("cleanup failed")
+    def failing_cleanup(key: str) -> Callable[[Context], Awaitable[str]]:
+        async def handler(ctx: Context) -> str:
+            """Its `finally` raises while it is being cancelled."""
+            with probes[key].running(ctx):
+                try:
+                    await anyio.sleep_forever()
+                finally:
+                    raise RuntimeError("cleanup failed")
+            return "never"
 
-    @server.prompt()
-    async def bad_prompt(ctx: Context) -> str:
-        """A prompt whose `finally` raises while it is being cancelled."""
-        probe = probes["bad_prompt"]
-        probe.started.set()
-        try:
-            await anyio.sleep_forever()
-        finally:
-            probe.exit(ctx.cancel_reason)
-            raise RuntimeError("cleanup failed")
+        return handler
+
+    server.tool(name="bad_cleanup")(failing_cleanup("bad_cleanup"))
+    server.prompt(name="bad_prompt")(failing_cleanup("bad_prompt"))
 
     @server.tool()
     async def stubborn(ctx: Context) -> str:
@@ -138,28 +103,18 @@ def probes() -> Probes:
     return Probes()
 
 
-@pytest.fixture
-def pgid_file(tmp_path: Path) -> Path:
-    return tmp_path / "pgid"
-
-
 async def test_cancel_mid_await(
     probes: Probes, pgid_file: Path, otel: Otel, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A disconnect interrupts an await: the handler's `finally` sees the reason, the span
     and the single INFO record say `exited`."""
     caplog.set_level(logging.DEBUG, logger=CANCEL_LOGGER)
-    app, _ = build_app(build_server(probes, pgid_file), otel)
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
-        async with client.stream("tools/call", {"name": "waiting"}, id="mid-await") as s:
-            await wait_for(probes["waiting"].started)
-            await s.drop()
+    with serving(mcp_app(build_server(probes, pgid_file), otel)) as client:
+        await drop_mid_call(client, "waiting", probes["waiting"], id="mid-await")
         await wait_for(probes["waiting"].exited)
-        await eventually(lambda: has_span(otel, "waiting"), what="the span")
+        await otel.wait_span("tools/call waiting")
     assert probes["waiting"].reason is CancelReason.CLIENT_DISCONNECT
-    attributes = dict(span_of(otel, "waiting").attributes or {})
-    assert attributes["mcp_asgi.cancellation.outcome"] == "exited"
+    assert attrs(otel.span("tools/call waiting"))["mcp_asgi.cancellation.outcome"] == "exited"
     [record] = records_for(caplog, "mid-await")
     assert record.levelno == logging.INFO
 
@@ -171,9 +126,8 @@ async def test_disconnect_right_after_the_final_response(
     """Closing the connection as soon as the result arrives is no cancel: no error, nothing
     logged above DEBUG, no cancellation on the spans (repeated to hit the window)."""
     caplog.set_level(logging.DEBUG, logger="mcp_asgi")
-    app, _ = build_app(build_server(probes, pgid_file), otel)
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp", headers={"accept": accept})
+    app = mcp_app(build_server(probes, pgid_file), otel)
+    with serving(app, headers={"accept": accept}) as client:
         for index in range(30):
             async with client.stream(
                 "tools/call", {"name": "echo", "arguments": {"text": "x"}}
@@ -185,17 +139,13 @@ async def test_disconnect_right_after_the_final_response(
         await eventually(lambda: len(otel.spans.get_finished_spans()) == 30, what="30 spans")
     assert [r for r in caplog.records if r.levelno > logging.DEBUG] == []
     for span in otel.spans.get_finished_spans():
-        assert "mcp_asgi.cancellation.reason" not in (span.attributes or {})
+        assert "mcp_asgi.cancellation.reason" not in attrs(span)
 
 
 async def test_disconnect_during_a_thread_tool(probes: Probes, pgid_file: Path) -> None:
     """The thread is told through its token and the server serves the next call."""
-    app, _ = build_app(build_server(probes, pgid_file))
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
-        async with client.stream("tools/call", {"name": "blocking"}) as s:
-            await wait_for(probes["blocking"].started)
-            await s.drop()
+    with serving(mcp_app(build_server(probes, pgid_file))) as client:
+        await drop_mid_call(client, "blocking", probes["blocking"])
         await wait_for(probes["blocking"].exited)
         assert (await client.call_tool("echo", {"text": "next"}))["content"][0]["text"] == "next"
     assert probes["blocking"].reason is CancelReason.CLIENT_DISCONNECT
@@ -204,9 +154,7 @@ async def test_disconnect_during_a_thread_tool(probes: Probes, pgid_file: Path) 
 @pytest.mark.usefixtures("subreaper")
 async def test_disconnect_during_a_subprocess(probes: Probes, pgid_file: Path) -> None:
     """The process group is gone by the time the handler has exited."""
-    app, _ = build_app(build_server(probes, pgid_file))
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
+    with serving(mcp_app(build_server(probes, pgid_file))) as client:
         async with client.stream("tools/call", {"name": "command"}) as s:
             await wait_for(probes["command"].started)
             await eventually(lambda: read_pgid(pgid_file) is not None, what="the pid")
@@ -221,9 +169,7 @@ async def test_disconnect_during_a_subprocess(probes: Probes, pgid_file: Path) -
 async def test_same_request_id_on_two_connections(probes: Probes, pgid_file: Path) -> None:
     """Two in-flight requests with the same JSON-RPC id are separate: dropping one leaves the
     other running to its own result."""
-    app, _ = build_app(build_server(probes, pgid_file))
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
+    with serving(mcp_app(build_server(probes, pgid_file))) as client:
         async with (
             client.stream("tools/call", {"name": "hold", "arguments": {"key": "a"}}, id=7) as a,
             client.stream("tools/call", {"name": "hold", "arguments": {"key": "b"}}, id=7) as b,
@@ -261,9 +207,8 @@ async def test_a_failing_finally_does_not_break_the_server(
     """A handler whose cleanup raises during the cancel: the request still ends as a
     clean cancel and the server goes on serving."""
     caplog.set_level(logging.DEBUG, logger="mcp_asgi")
-    middleware, _ = build_app(build_server(probes, pgid_file), otel)
-    with serve(middleware) as server:
-        client = McpTestClient(server.url + "/mcp")
+    middleware = mcp_app(build_server(probes, pgid_file), otel)
+    with serving(middleware) as client:
         async with client.stream(method, params, id="bad") as s:
             await wait_for(probes[key].started)
             await s.drop()
@@ -280,21 +225,19 @@ async def test_a_handler_that_swallows_the_cancel_becomes_an_orphan(
 ) -> None:
     """Catching the cancellation and carrying on: after the grace period it is an orphan,
     counted until it returns; its late result is never written; the server keeps serving."""
-    middleware, _ = build_app(build_server(probes, pgid_file), otel, cancel_grace=0.2)
-    with serve(middleware) as server:
-        client = McpTestClient(server.url + "/mcp")
-        async with client.stream("tools/call", {"name": "stubborn"}, id="stubborn") as s:
-            await wait_for(probes["stubborn"].started)
-            await s.drop()
-        await eventually(lambda: has_span(otel, "stubborn"), what="the span")
-        attributes = dict(span_of(otel, "stubborn").attributes or {})
-        assert attributes["mcp_asgi.cancellation.outcome"] == "orphaned"
-        assert orphans_active(otel) == 1
+    middleware = mcp_app(build_server(probes, pgid_file), otel, cancel_grace=0.2)
+    with serving(middleware) as client:
+        await drop_mid_call(client, "stubborn", probes["stubborn"], id="stubborn")
+        await otel.wait_span("tools/call stubborn")
+        assert (
+            attrs(otel.span("tools/call stubborn"))["mcp_asgi.cancellation.outcome"] == "orphaned"
+        )
+        assert otel.orphans_active() == 1
         assert (await client.call_tool("echo", {"text": "alive"}))["content"][0]["text"] == "alive"
 
         probes["stubborn"].release.set()
         await wait_for(probes["stubborn"].exited)
-        await eventually(lambda: orphans_active(otel) == 0, what="the orphan to return")
+        await eventually(lambda: otel.orphans_active() == 0, what="the orphan to return")
         await eventually(lambda: not middleware._inflight, what="no request in flight")
     assert probes["stubborn"].notes == ["swallowed"]
     assert probes["stubborn"].reason is CancelReason.CLIENT_DISCONNECT

@@ -9,33 +9,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
 
 import anyio
 import anyio.to_thread
 import pytest
 
-from mcp_asgi import CancelReason, CancelToken, Context, McpMiddleware, McpServer
-from mcp_asgi._reply import ReplyWriter
-from mcp_asgi._validate import McpRequest
+from mcp_asgi import CancelReason, CancelToken, Context, McpServer
+from mcp_asgi._asgi import Message
 from mcp_asgi.jsonrpc import JsonObject
-from mcp_asgi.scope import RequestScope, ScopeObserver
 
-from .cancellation_helpers import CANCEL_LOGGER, Wire, build_app, wire_for
-from .conftest import Otel
+from .helpers import (
+    CANCEL_LOGGER,
+    Otel,
+    attrs,
+    cancel_records,
+    mcp_app,
+    request_scope,
+    watchdog,
+    wire_for,
+)
 
 SSE = "text/event-stream"
 JSON = "application/json"
-
-
-@asynccontextmanager
-async def watchdog(seconds: float = 5.0) -> AsyncIterator[None]:
-    """Fail (instead of hanging) if the block takes longer than `seconds`."""
-    with anyio.move_on_after(seconds) as scope:
-        yield
-    assert not scope.cancelled_caught, "watchdog fired: something hung"
 
 
 class Seen:
@@ -100,18 +95,14 @@ def build_server(seen: Seen) -> McpServer:
     return server
 
 
-async def call(app: McpMiddleware, wire: Wire) -> None:
-    await app(wire.scope, wire.receive, wire.send)
-
-
 async def test_nothing_is_written_after_a_disconnect(otel: Otel) -> None:
     """After the disconnect every write of the handler (progress, log) is dropped at the
     choke point, even from a shielded `finally`."""
     seen = Seen()
-    app, _ = build_app(build_server(seen), otel, response_mode="sse")
+    app = mcp_app(build_server(seen), otel, response_mode="sse")
     wire = wire_for("tools/call", {"name": "talker"}, accept=SSE, progress=True, log_level="debug")
     async with watchdog(), anyio.create_task_group() as tg:
-        tg.start_soon(call, app, wire)
+        tg.start_soon(wire.run, app)
         await seen.started.wait()
         wire.disconnect()
         await seen.exited.wait()
@@ -128,10 +119,10 @@ async def test_a_timeout_error_is_the_last_thing_written(otel: Otel) -> None:
     """A timeout writes one error event that ends the stream; the handler's late writes
     after the signal are dropped."""
     seen = Seen()
-    app, _ = build_app(build_server(seen), otel, response_mode="sse", max_request_duration=0.1)
+    app = mcp_app(build_server(seen), otel, response_mode="sse", max_request_duration=0.1)
     wire = wire_for("tools/call", {"name": "talker"}, accept=SSE, progress=True, log_level="debug")
     async with watchdog():
-        await call(app, wire)
+        await wire.run(app)
     assert seen.reason is CancelReason.TIMEOUT
     methods = [m.get("method", "response") for m in wire.messages]
     assert methods == ["notifications/progress", "response"]
@@ -148,21 +139,21 @@ async def test_a_disconnect_while_the_final_response_is_sent_is_no_cancel(
     there is nothing to cancel and nothing to log."""
     caplog.set_level(logging.DEBUG, logger=CANCEL_LOGGER)
     seen = Seen()
-    app, _ = build_app(build_server(seen), otel)
+    app = mcp_app(build_server(seen), otel)
     wire = wire_for("tools/call", {"name": "quick"}, accept=accept)
 
-    async def leave_mid_write(message: dict[str, Any]) -> None:
+    async def leave_mid_write(message: Message) -> None:
         if not message.get("more_body", False):
             wire.disconnect()
             await anyio.wait_all_tasks_blocked()  # the watcher sees it now
 
     wire.on_body = leave_mid_write
     async with watchdog():
-        await call(app, wire)
+        await wire.run(app)
     assert wire.messages[-1]["result"]["content"][0]["text"] == "done"
-    assert [r for r in caplog.records if r.name == CANCEL_LOGGER] == []
+    assert cancel_records(caplog, above=logging.NOTSET) == []
     [span] = otel.spans.get_finished_spans()
-    assert "mcp_asgi.cancellation.reason" not in (span.attributes or {})
+    assert "mcp_asgi.cancellation.reason" not in attrs(span)
 
 
 async def test_a_final_response_that_cannot_be_sent_is_too_late(
@@ -172,24 +163,22 @@ async def test_a_final_response_that_cannot_be_sent_is_too_late(
     with outcome `too_late`, recorded once."""
     caplog.set_level(logging.DEBUG, logger=CANCEL_LOGGER)
     seen = Seen()
-    app, _ = build_app(build_server(seen), otel)
+    app = mcp_app(build_server(seen), otel)
     wire = wire_for("tools/call", {"name": "quick"}, accept=JSON, request_id="late")
     wire.fail_sends = True
     async with watchdog():
-        await call(app, wire)
+        await wire.run(app)
     [span] = otel.spans.get_finished_spans()
-    attributes = dict(span.attributes or {})
-    assert attributes["mcp_asgi.cancellation.reason"] == "client_disconnect"
-    assert attributes["mcp_asgi.cancellation.outcome"] == "too_late"
-    records = [r for r in caplog.records if r.name == CANCEL_LOGGER and r.levelno > logging.DEBUG]
-    assert [getattr(r, "outcome", None) for r in records] == ["too_late"]
+    assert attrs(span)["mcp_asgi.cancellation.reason"] == "client_disconnect"
+    assert attrs(span)["mcp_asgi.cancellation.outcome"] == "too_late"
+    assert [getattr(r, "outcome", None) for r in cancel_records(caplog)] == ["too_late"]
 
 
 async def test_a_thread_cancelled_before_it_started_is_not_counted(otel: Otel) -> None:
     """A sync tool still waiting for a worker thread when the client leaves: the request
     exits at once, its function never runs, and it is not left counted as running."""
     seen = Seen()
-    app, _ = build_app(build_server(seen), otel, cancel_grace=0.2)
+    app = mcp_app(build_server(seen), otel, cancel_grace=0.2)
     limiter = anyio.to_thread.current_default_thread_limiter()
     saved = limiter.total_tokens
     release = threading.Event()
@@ -199,7 +188,7 @@ async def test_a_thread_cancelled_before_it_started_is_not_counted(otel: Otel) -
             tg.start_soon(anyio.to_thread.run_sync, release.wait, 10)  # takes the only token
             await anyio.wait_all_tasks_blocked()
             wire = wire_for("tools/call", {"name": "threaded"}, accept=JSON)
-            tg.start_soon(call, app, wire)
+            tg.start_soon(wire.run, app)
             await anyio.wait_all_tasks_blocked()
             wire.disconnect()
             await anyio.wait_all_tasks_blocked()
@@ -208,7 +197,7 @@ async def test_a_thread_cancelled_before_it_started_is_not_counted(otel: Otel) -
         limiter.total_tokens = saved
     assert not seen.thread_ran.is_set()
     [span] = otel.spans.get_finished_spans()
-    assert dict(span.attributes or {})["mcp_asgi.cancellation.outcome"] == "exited"
+    assert attrs(span)["mcp_asgi.cancellation.outcome"] == "exited"
     assert not app._inflight
 
 
@@ -216,10 +205,10 @@ async def test_an_outside_anyio_cancel_is_a_server_shutdown(otel: Otel) -> None:
     """Cancelling the task that runs the request (from an enclosing scope): the reply
     ends with the shutdown error, the thread is told, the span is ended."""
     seen = Seen()
-    app, _ = build_app(build_server(seen), otel, response_mode="sse")
+    app = mcp_app(build_server(seen), otel, response_mode="sse")
     wire = wire_for("tools/call", {"name": "offloaded"}, accept=SSE)
     async with watchdog(), anyio.create_task_group() as tg:
-        tg.start_soon(call, app, wire)
+        tg.start_soon(wire.run, app)
         await seen.started.wait()
         await anyio.wait_all_tasks_blocked()
         tg.cancel_scope.cancel()
@@ -228,7 +217,7 @@ async def test_an_outside_anyio_cancel_is_a_server_shutdown(otel: Otel) -> None:
     assert wire.messages[-1]["error"]["data"] == {"reason": "server_shutdown"}
     assert wire.ended
     [span] = otel.spans.get_finished_spans()
-    assert dict(span.attributes or {})["mcp_asgi.cancellation.reason"] == "server_shutdown"
+    assert attrs(span)["mcp_asgi.cancellation.reason"] == "server_shutdown"
     assert not app._inflight
 
 
@@ -236,10 +225,10 @@ async def test_a_native_task_cancel_is_a_server_shutdown(otel: Otel) -> None:
     """What uvicorn does after `timeout_graceful_shutdown`: `task.cancel()` on the ASGI
     task. Same outcome: shutdown error written, span ended, the cancel propagates."""
     seen = Seen()
-    app, _ = build_app(build_server(seen), otel, response_mode="sse")
+    app = mcp_app(build_server(seen), otel, response_mode="sse")
     wire = wire_for("tools/call", {"name": "offloaded"}, accept=SSE)
     async with watchdog():
-        task = asyncio.get_running_loop().create_task(call(app, wire))
+        task = asyncio.get_running_loop().create_task(wire.run(app))
         await seen.started.wait()
         await anyio.wait_all_tasks_blocked()
         task.cancel()
@@ -249,30 +238,8 @@ async def test_a_native_task_cancel_is_a_server_shutdown(otel: Otel) -> None:
     assert seen.token.reason is CancelReason.SERVER_SHUTDOWN
     assert wire.messages[-1]["error"]["data"] == {"reason": "server_shutdown"}
     [span] = otel.spans.get_finished_spans()
-    assert dict(span.attributes or {})["mcp_asgi.cancellation.reason"] == "server_shutdown"
+    assert attrs(span)["mcp_asgi.cancellation.reason"] == "server_shutdown"
     assert not app._inflight
-
-
-def make_scope(wire: Wire) -> RequestScope:
-    request = McpRequest(
-        id=3,
-        method="tools/call",
-        params={"name": "x"},
-        protocol_version="2026-07-28",
-        client_capabilities={},
-        client_info=None,
-        log_level=None,
-        progress_token=None,
-        meta={},
-    )
-    return RequestScope(
-        request,
-        ReplyWriter(wire.send, "auto"),
-        timeout=None,
-        cancel_grace=1.0,
-        keepalive_interval=0.0,
-        observer=ScopeObserver(),
-    )
 
 
 async def test_a_cancel_after_the_reply_is_ignored_at_debug(
@@ -282,7 +249,7 @@ async def test_a_cancel_after_the_reply_is_ignored_at_debug(
     caplog.set_level(logging.DEBUG, logger=CANCEL_LOGGER)
     wire = wire_for("tools/call", {"name": "x"}, accept=JSON)
     await wire.receive()  # the body was read by the middleware
-    scope = make_scope(wire)
+    scope = request_scope(wire.send)
 
     async def handler() -> JsonObject:
         return {"content": []}

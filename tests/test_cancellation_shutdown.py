@@ -9,12 +9,10 @@ it cancels the request tasks when it runs out, which the scope records as `serve
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -23,21 +21,19 @@ import uvicorn
 from mcp_asgi import CancelReason, CancelToken, Context, McpMiddleware, McpServer
 from mcp_asgi.testing import McpTestClient
 
-from .cancellation_helpers import Probe, build_app, wait_for, wire_for
-from .conftest import Otel
+from .helpers import (
+    Otel,
+    Probes,
+    Wire,
+    mcp_app,
+    request_tasks,
+    wait_for,
+    watchdog,
+    wire_for,
+)
 
 SSE = "text/event-stream"
 JSON = "application/json"
-
-
-class Probes:
-    def __init__(self) -> None:
-        self.forever = Probe()
-        self.polite = Probe()
-        self.deaf = Probe()
-        self.held = Probe()
-        self.tasks_left: list[str] | None = None
-        self.inflight_left: int | None = None
 
 
 def build_server(probes: Probes) -> McpServer:
@@ -47,72 +43,65 @@ def build_server(probes: Probes) -> McpServer:
     async def forever(ctx: Context) -> str:
         """Reports progress, then waits forever."""
         await ctx.report_progress(1)
-        probes.forever.started.set()
-        try:
+        with probes["forever"].running(ctx):
             await anyio.sleep_forever()
-        finally:
-            probes.forever.exit(ctx.cancel_reason)
         return "never"
 
     @server.tool()
     def polite(token: CancelToken) -> str:
         """A thread polling its token."""
-        probes.polite.token = token
-        probes.polite.started.set()
-        try:
+        probes["polite"].token = token
+        with probes["polite"].running(token):
             while not token.wait(0.01):
                 pass
-        finally:
-            probes.polite.exit(token.reason)
         return "never"
 
     @server.tool()
     def deaf() -> str:
         """A thread that ignores its token until released."""
-        probes.deaf.started.set()
-        probes.deaf.release.wait(30)
-        probes.deaf.exit(None)
+        probe = probes["deaf"]
+        probe.started.set()
+        probe.release.wait(30)
+        probe.exit(None)
         return "late"
 
     @server.tool()
     async def held(ctx: Context) -> str:
         """Waits until released, then answers."""
-        probes.held.started.set()
-        try:
-            await anyio.to_thread.run_sync(probes.held.release.wait, 30, abandon_on_cancel=True)
-        finally:
-            probes.held.exit(ctx.cancel_reason)
+        probe = probes["held"]
+        with probe.running(ctx):
+            await anyio.to_thread.run_sync(probe.release.wait, 30, abandon_on_cancel=True)
         return "answered"
 
     return server
 
 
-def request_tasks() -> list[str]:
-    """uvicorn's request tasks still running on this loop."""
-    return [
-        repr(task.get_coro())
-        for task in asyncio.all_tasks()
-        if "run_asgi" in repr(task.get_coro()) and not task.done()
-    ]
+class Leftovers:
+    """What the app's own lifespan shutdown found still running (after the middleware's)."""
+
+    def __init__(self) -> None:
+        self.tasks: list[str] | None = None
+        self.inflight: int | None = None
 
 
-def build(probes: Probes, otel: Otel, **settings: Any) -> McpMiddleware:
+def build(probes: Probes, otel: Otel, **settings: Any) -> tuple[McpMiddleware, Leftovers]:
     """The app, whose own lifespan records, at shutdown (after the middleware has cancelled
     what was in flight), which request tasks and scopes are left."""
     holder: list[McpMiddleware] = []
+    left = Leftovers()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: object) -> AsyncIterator[None]:
         yield
-        probes.inflight_left = len(holder[0]._inflight)
+        left.inflight = len(holder[0]._inflight)
         with anyio.move_on_after(2):  # the request tasks return right after their scopes
             while request_tasks():  # noqa: ASYNC110 - tasks have no event to wait on
                 await anyio.sleep(0.01)
-        probes.tasks_left = request_tasks()
+        left.tasks = request_tasks()
 
-    middleware, _ = build_app(build_server(probes), otel, lifespan=lifespan, **settings)
+    middleware = mcp_app(build_server(probes), otel, lifespan=lifespan, **settings)
     holder.append(middleware)
-    return middleware
+    return middleware, left
 
 
 # -- the lifespan path, driven directly ----------------------------------------------------
@@ -140,55 +129,44 @@ class Lifespan:
             self.started.set()
 
 
-@asynccontextmanager
-async def watchdog(seconds: float = 10.0) -> AsyncIterator[None]:
-    with anyio.move_on_after(seconds) as scope:
-        yield
-    assert not scope.cancelled_caught, "watchdog fired: shutdown hung"
-
-
 async def test_lifespan_shutdown_cancels_everything_in_flight(otel: Otel) -> None:
     """At `lifespan.shutdown` the middleware cancels every request in flight: an SSE stream
     and a JSON reply both end with the shutdown error, a token-polling thread is told, a
     thread that ignores its token is given up after the grace period, every span ends, and
     no request is left when the app's own shutdown runs."""
     probes = Probes()
-    middleware = build(probes, otel, cancel_grace=0.3)
+    middleware, left = build(probes, otel, cancel_grace=0.3)
     lifespan = Lifespan()
     sse = wire_for("tools/call", {"name": "forever"}, accept=SSE, progress=True)
     json_reply = wire_for("tools/call", {"name": "polite"}, accept=JSON, request_id=2)
     orphan = wire_for("tools/call", {"name": "deaf"}, accept=JSON, request_id=3)
     done: list[str] = []
 
-    async def request(wire: Any, name: str) -> None:
-        await middleware(wire.scope, wire.receive, wire.send)
+    async def request(wire: Wire, name: str) -> None:
+        await wire.run(middleware)
         done.append(name)
 
     try:
-        async with watchdog(), anyio.create_task_group() as tg:
+        async with watchdog(10, "shutdown"), anyio.create_task_group() as tg:
             tg.start_soon(middleware, {"type": "lifespan"}, lifespan.receive, lifespan.send)
             await lifespan.started.wait()
             tg.start_soon(request, sse, "sse")
             tg.start_soon(request, json_reply, "json")
             tg.start_soon(request, orphan, "orphan")
-            for probe in (probes.forever, probes.polite, probes.deaf):
-                await wait_for(probe.started)
+            for name in ("forever", "polite", "deaf"):
+                await wait_for(probes[name].started)
             lifespan.stop.set()
     finally:
-        probes.deaf.release.set()
+        probes["deaf"].release.set()
     assert lifespan.sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
     assert sorted(done) == ["json", "orphan", "sse"]
-    assert probes.inflight_left == 0
-    assert probes.forever.reason is CancelReason.SERVER_SHUTDOWN
-    assert probes.polite.reason is CancelReason.SERVER_SHUTDOWN
+    assert left.inflight == 0
+    assert probes["forever"].reason is CancelReason.SERVER_SHUTDOWN
+    assert probes["polite"].reason is CancelReason.SERVER_SHUTDOWN
     for wire in (sse, json_reply, orphan):
         assert wire.messages[-1]["error"]["data"] == {"reason": "server_shutdown"}
         assert wire.ended
-    outcomes = {
-        span.name: dict(span.attributes or {}).get("mcp_asgi.cancellation.outcome")
-        for span in otel.spans.get_finished_spans()
-    }
-    assert outcomes == {
+    assert otel.attribute_by_span("mcp_asgi.cancellation.outcome") == {
         "tools/call forever": "exited",
         "tools/call polite": "exited",
         "tools/call deaf": "orphaned",
@@ -229,7 +207,7 @@ async def test_uvicorn_graceful_timeout_cancels_as_server_shutdown(otel: Otel) -
     timeout runs out: the SSE stream and the JSON call get the shutdown error, the thread
     is told, spans end, and no request task is left at lifespan shutdown."""
     probes = Probes()
-    middleware = build(probes, otel)
+    middleware, left = build(probes, otel)
     with running(middleware, timeout_graceful_shutdown=0.3) as (server, url, thread):
         client = McpTestClient(url + "/mcp")
         async with (
@@ -245,7 +223,7 @@ async def test_uvicorn_graceful_timeout_cancels_as_server_shutdown(otel: Otel) -
             first = await stream.next_message()
             assert first is not None
             assert first["method"] == "notifications/progress"
-            await wait_for(probes.polite.started)
+            await wait_for(probes["polite"].started)
             server.should_exit = True
             last = await stream.next_message()
         await anyio.to_thread.run_sync(thread.join, 10)
@@ -254,14 +232,10 @@ async def test_uvicorn_graceful_timeout_cancels_as_server_shutdown(otel: Otel) -
     assert last["error"]["data"] == {"reason": "server_shutdown"}
     [reply] = replies
     assert reply.final["error"]["data"] == {"reason": "server_shutdown"}
-    assert probes.polite.reason is CancelReason.SERVER_SHUTDOWN
-    assert probes.tasks_left == []
-    assert probes.inflight_left == 0
-    reasons = {
-        span.name: dict(span.attributes or {}).get("mcp_asgi.cancellation.reason")
-        for span in otel.spans.get_finished_spans()
-    }
-    assert reasons == {
+    assert probes["polite"].reason is CancelReason.SERVER_SHUTDOWN
+    assert left.tasks == []
+    assert left.inflight == 0
+    assert otel.attribute_by_span("mcp_asgi.cancellation.reason") == {
         "tools/call forever": "server_shutdown",
         "tools/call polite": "server_shutdown",
     }
@@ -271,19 +245,19 @@ async def test_uvicorn_default_waits_for_requests_in_flight() -> None:
     """uvicorn's default graceful shutdown does not cancel anything: it stops listening and
     waits for the open request, which completes normally (so configure a timeout)."""
     probes = Probes()
-    middleware, _ = build_app(build_server(probes))
+    middleware = mcp_app(build_server(probes))
     with running(middleware) as (server, url, thread):
         client = McpTestClient(url + "/mcp")
         async with client.stream("tools/call", {"name": "held"}) as stream:
-            await wait_for(probes.held.started)
+            await wait_for(probes["held"].started)
             server.should_exit = True
             with anyio.fail_after(10):
                 while listening(url):  # noqa: ASYNC110 - shutdown has no event to wait on
                     await anyio.sleep(0.02)
             assert thread.is_alive()
-            probes.held.release.set()
+            probes["held"].release.set()
             message = await stream.next_message()
         await anyio.to_thread.run_sync(thread.join, 10)
     assert message is not None
     assert message["result"]["content"][0]["text"] == "answered"
-    assert probes.held.reason is None
+    assert probes["held"].reason is None

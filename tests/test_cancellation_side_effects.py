@@ -8,20 +8,20 @@ import anyio
 import pytest
 
 from mcp_asgi import CancelReason, CancelToken, Context, McpServer, RequestCancelled
-from mcp_asgi.testing import McpTestClient, serve
+from mcp_asgi.testing import McpTestClient
 
-from .cancellation_helpers import (
+from .helpers import (
     CANCEL_LOGGER,
+    Otel,
     Probe,
-    build_app,
+    attrs,
+    drop_mid_call,
     eventually,
-    has_span,
-    metric_sum,
+    mcp_app,
     records_for,
-    span_of,
+    serving,
     wait_for,
 )
-from .conftest import Otel
 
 
 def build_server(probe: Probe) -> McpServer:
@@ -31,11 +31,8 @@ def build_server(probe: Probe) -> McpServer:
     async def charge(order: str, ctx: Context) -> str:
         """Marks a charge, then waits for the payment provider forever."""
         ctx.side_effect("charge_card", idempotency_key=f"order-{order}")
-        probe.started.set()
-        try:
+        with probe.running(ctx):
             await anyio.sleep_forever()
-        finally:
-            probe.exit(ctx.cancel_reason)
         return "never"
 
     @server.tool()
@@ -70,11 +67,8 @@ def build_server(probe: Probe) -> McpServer:
     @server.tool()
     async def no_effect(ctx: Context) -> str:
         """Waits forever without marking anything."""
-        probe.started.set()
-        try:
+        with probe.running(ctx):
             await anyio.sleep_forever()
-        finally:
-            probe.exit(ctx.cancel_reason)
         return "never"
 
     @server.tool()
@@ -93,9 +87,9 @@ def build_server(probe: Probe) -> McpServer:
 
 
 async def cancel_mid_call(client: McpTestClient, tool: str, probe: Probe, **args: str) -> None:
-    async with client.stream("tools/call", {"name": tool, "arguments": args}, id=tool) as s:
-        await wait_for(probe.started)
-        await s.drop()
+    """Call `tool` (the request id is its name), drop the connection once it has started,
+    and wait until it has exited."""
+    await drop_mid_call(client, tool, probe, args, id=tool)
     await wait_for(probe.exited)
 
 
@@ -105,21 +99,15 @@ async def test_cancel_after_a_side_effect_is_recorded(
     """Span attribute, counter and one WARNING record with what reconciliation needs."""
     caplog.set_level(logging.DEBUG, logger=CANCEL_LOGGER)
     probe = Probe()
-    app, _ = build_app(build_server(probe), otel)
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
+    with serving(mcp_app(build_server(probe), otel)) as client:
         await cancel_mid_call(client, "charge", probe, order="42")
-        await eventually(lambda: has_span(otel, "charge"), what="the span")
-    attributes = dict(span_of(otel, "charge").attributes or {})
+        await otel.wait_span("tools/call charge")
+    attributes = attrs(otel.span("tools/call charge"))
     assert attributes["mcp_asgi.cancellation.after_side_effect"] is True
     assert attributes["mcp_asgi.side_effect.name"] == "charge_card"
-    assert metric_sum(otel, "mcp_asgi.cancellations", **{"gen_ai.tool.name": "charge"}) == 1
-    assert (
-        metric_sum(
-            otel, "mcp_asgi.cancellations", **{"mcp_asgi.cancellation.after_side_effect": True}
-        )
-        == 1
-    )
+    assert otel.total("mcp_asgi.cancellations", {"gen_ai.tool.name": "charge"}) == 1
+    after_side_effect = {"mcp_asgi.cancellation.after_side_effect": True}
+    assert otel.total("mcp_asgi.cancellations", after_side_effect) == 1
     [record] = records_for(caplog, "charge")
     assert record.levelno == logging.WARNING
     fields = {k: getattr(record, k, None) for k in ("tool", "side_effect", "idempotency_key")}
@@ -135,17 +123,13 @@ async def test_a_shielded_step_completes_then_the_cancel_lands(
     stops right after it; the cancel is recorded as after the side effect."""
     caplog.set_level(logging.DEBUG, logger=CANCEL_LOGGER)
     probe = Probe()
-    app, _ = build_app(build_server(probe), otel)
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
-        async with client.stream("tools/call", {"name": "email", "arguments": {}}, id="email") as s:
-            await wait_for(probe.started)
-            await s.drop()
+    with serving(mcp_app(build_server(probe), otel)) as client:
+        await drop_mid_call(client, "email", probe, {}, id="email")
         assert probe.token is not None
         assert await anyio.to_thread.run_sync(probe.token.wait, 10)  # the cancel has landed
         probe.release.set()
         await wait_for(probe.exited)
-        await eventually(lambda: has_span(otel, "email"), what="the span")
+        await otel.wait_span("tools/call email")
     assert probe.notes == ["step completed"]
     assert probe.reason is CancelReason.CLIENT_DISCONNECT
     [record] = records_for(caplog, "email")
@@ -161,16 +145,14 @@ async def test_a_step_is_never_started_after_the_cancel(
     thread); the cancel is a plain one, logged at INFO."""
     caplog.set_level(logging.DEBUG, logger=CANCEL_LOGGER)
     probe = Probe()
-    app, _ = build_app(build_server(probe), otel)
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
+    with serving(mcp_app(build_server(probe), otel)) as client:
         await cancel_mid_call(client, "ship", probe)
-        await eventually(lambda: has_span(otel, "ship"), what="the span")
+        await otel.wait_span("tools/call ship")
     assert probe.notes == ["refused: client_disconnect"]
     [record] = records_for(caplog, "ship")
     assert record.levelno == logging.INFO
     assert getattr(record, "after_side_effect", None) is False
-    attributes = dict(span_of(otel, "ship").attributes or {})
+    attributes = attrs(otel.span("tools/call ship"))
     assert attributes["mcp_asgi.cancellation.after_side_effect"] is False
     assert "mcp_asgi.side_effect.name" not in attributes
 
@@ -179,9 +161,7 @@ async def test_a_plain_cancel_is_one_info_record(caplog: pytest.LogCaptureFixtur
     """Without a side effect: one INFO record with the structured fields of the contract."""
     caplog.set_level(logging.DEBUG, logger=CANCEL_LOGGER)
     probe = Probe()
-    app, _ = build_app(build_server(probe))
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
+    with serving(mcp_app(build_server(probe))) as client:
         await cancel_mid_call(client, "no_effect", probe)
         await eventually(lambda: bool(records_for(caplog, "no_effect")), what="the record")
     [record] = records_for(caplog, "no_effect")
@@ -219,13 +199,10 @@ async def test_a_completed_request_with_a_side_effect_logs_nothing(
 ) -> None:
     """A mark on a request that completes is only a span attribute."""
     caplog.set_level(logging.DEBUG, logger=CANCEL_LOGGER)
-    probe = Probe()
-    app, _ = build_app(build_server(probe), otel)
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
+    with serving(mcp_app(build_server(Probe()), otel)) as client:
         assert (await client.call_tool("done"))["content"][0]["text"] == "ok"
-        await eventually(lambda: has_span(otel, "done"), what="the span")
-    attributes = dict(span_of(otel, "done").attributes or {})
+        await otel.wait_span("tools/call done")
+    attributes = attrs(otel.span("tools/call done"))
     assert attributes["mcp_asgi.side_effect.name"] == "write_ledger"
     assert "mcp_asgi.cancellation.reason" not in attributes
     assert [r for r in caplog.records if r.levelno > logging.DEBUG] == []
@@ -233,10 +210,7 @@ async def test_a_completed_request_with_a_side_effect_logs_nothing(
 
 async def test_a_side_effect_needs_a_name() -> None:
     """An empty name is a programming error."""
-    probe = Probe()
-    app, _ = build_app(build_server(probe))
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
+    with serving(mcp_app(build_server(Probe()))) as client:
         result = await client.call_tool("unnamed")
     assert result["isError"] is True
     assert "name must not be empty" in result["content"][0]["text"]

@@ -8,20 +8,19 @@ import threading
 import pytest
 
 from mcp_asgi import CancelReason, CancelToken, Context, McpServer, RequestCancelled
-from mcp_asgi.testing import McpTestClient, serve
 
-from .cancellation_helpers import (
+from .helpers import (
     CANCEL_LOGGER,
+    Otel,
     Probe,
-    build_app,
+    attrs,
+    drop_mid_call,
     eventually,
-    has_span,
-    orphans_active,
+    mcp_app,
     records_for,
-    span_of,
+    serving,
     wait_for,
 )
-from .conftest import Otel
 
 
 def build_server(probe: Probe) -> McpServer:
@@ -31,13 +30,10 @@ def build_server(probe: Probe) -> McpServer:
     def polite(token: CancelToken) -> str:
         """A sync tool that polls its token between 10 ms steps."""
         probe.token = token
-        probe.started.set()
-        try:
+        with probe.running(token):
             while not token.wait(0.01):
                 pass
             token.raise_if_cancelled()
-        finally:
-            probe.exit(token.reason)
         return "never"
 
     @server.tool()
@@ -45,14 +41,11 @@ def build_server(probe: Probe) -> McpServer:
         """An async tool handing blocking work to a thread with `ctx.run_sync`."""
 
         def work(token: CancelToken, steps: int) -> int:
-            probe.started.set()
             done = 0
-            try:
+            with probe.running(token):
                 while done < steps and not token.cancelled:
                     token.wait(0.01)
                     done += 1
-            finally:
-                probe.exit(token.reason)
             return done
 
         count = await ctx.run_sync(work, ctx.cancel_token, 100_000)
@@ -88,39 +81,18 @@ def build_server(probe: Probe) -> McpServer:
     return server
 
 
-async def test_sync_tool_is_told_through_its_token(otel: Otel) -> None:
-    """A disconnect sets the token of a sync tool; it stops and the request exits cleanly."""
+@pytest.mark.parametrize("tool", ["polite", "offload"])
+async def test_a_thread_stops_with_its_token_and_the_request_exits(otel: Otel, tool: str) -> None:
+    """A disconnect tells a sync tool's thread, or one run with `ctx.run_sync`, via its token."""
     probe = Probe()
-    app, _ = build_app(build_server(probe), otel, cancel_grace=5)
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
-        async with client.stream("tools/call", {"name": "polite", "arguments": {}}) as s:
-            await wait_for(probe.started)
-            await s.drop()
+    with serving(mcp_app(build_server(probe), otel, cancel_grace=5)) as client:
+        await drop_mid_call(client, tool, probe, {})
         await wait_for(probe.exited)
-        await eventually(lambda: has_span(otel, "polite"), what="the span")
+        await otel.wait_span(f"tools/call {tool}")
     assert probe.reason is CancelReason.CLIENT_DISCONNECT
-    attributes = dict(span_of(otel, "polite").attributes or {})
-    assert attributes["mcp_asgi.cancellation.outcome"] == "exited"
-    assert orphans_active(otel) == 0
-
-
-async def test_run_sync_abandons_the_thread_and_passes_the_token(otel: Otel) -> None:
-    """`ctx.run_sync(fn, ctx.cancel_token, ...)`: on cancel the awaiting handler stops at once
-    (code after the await never runs) and the thread sees the token."""
-    probe = Probe()
-    app, _ = build_app(build_server(probe), otel)
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
-        async with client.stream("tools/call", {"name": "offload", "arguments": {}}) as s:
-            await wait_for(probe.started)
-            await s.drop()
-        await wait_for(probe.exited)
-        await eventually(lambda: has_span(otel, "offload"), what="the span")
-    assert probe.reason is CancelReason.CLIENT_DISCONNECT
-    assert probe.notes == []
-    attributes = dict(span_of(otel, "offload").attributes or {})
-    assert attributes["mcp_asgi.cancellation.outcome"] == "exited"
+    assert probe.notes == []  # after the thread's run_sync, the handler ran no code
+    assert attrs(otel.span(f"tools/call {tool}"))["mcp_asgi.cancellation.outcome"] == "exited"
+    assert otel.orphans_active() == 0
 
 
 async def test_a_thread_past_the_grace_period_is_an_orphan(
@@ -131,25 +103,19 @@ async def test_a_thread_past_the_grace_period_is_an_orphan(
     and the server keeps serving meanwhile."""
     caplog.set_level(logging.DEBUG, logger=CANCEL_LOGGER)
     probe = Probe()
-    middleware, _ = build_app(build_server(probe), otel, cancel_grace=0.2)
-    with serve(middleware) as server:
-        client = McpTestClient(server.url + "/mcp")
-        async with client.stream(
-            "tools/call", {"name": "deaf", "arguments": {}}, id="orphan-1"
-        ) as s:
-            await wait_for(probe.started)
-            await s.drop()
-        await eventually(lambda: has_span(otel, "deaf"), what="the orphan's span")
-        attributes = dict(span_of(otel, "deaf").attributes or {})
-        assert attributes["mcp_asgi.cancellation.outcome"] == "orphaned"
-        assert orphans_active(otel) == 1
+    middleware = mcp_app(build_server(probe), otel, cancel_grace=0.2)
+    with serving(middleware) as client:
+        await drop_mid_call(client, "deaf", probe, {}, id="orphan-1")
+        await otel.wait_span("tools/call deaf")
+        assert attrs(otel.span("tools/call deaf"))["mcp_asgi.cancellation.outcome"] == "orphaned"
+        assert otel.orphans_active() == 1
         result = await client.call_tool("quick", {"text": "still here"})
         assert result["content"][0]["text"] == "STILL HERE"
         assert not probe.exited.is_set()
 
         probe.release.set()
         await wait_for(probe.exited)
-        await eventually(lambda: orphans_active(otel) == 0, what="the orphan to be uncounted")
+        await eventually(lambda: otel.orphans_active() == 0, what="the orphan to be uncounted")
         await eventually(lambda: not middleware._inflight, what="no request in flight")
     records = records_for(caplog, "orphan-1")
     assert len(records) == 1
@@ -160,10 +126,7 @@ async def test_a_thread_past_the_grace_period_is_an_orphan(
 
 async def test_thread_errors_and_results_pass_through() -> None:
     """Without a cancel, run_sync returns the result or raises the thread's exception."""
-    probe = Probe()
-    app, _ = build_app(build_server(probe))
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
+    with serving(mcp_app(build_server(Probe()))) as client:
         assert (await client.call_tool("quick", {"text": "a"}))["content"][0]["text"] == "A"
         result = await client.call_tool("raises_in_thread")
         assert result["content"][0]["text"] == "caught"

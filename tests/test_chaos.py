@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from opentelemetry.context import Context as OtelContext
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
@@ -24,18 +25,8 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from mcp_asgi import CancelToken, Context, McpServer
 from mcp_asgi.testing import McpTestClient, serve
 
-from .cancellation_helpers import (
-    build_app,
-    eventually,
-    get_home,
-    group_gone,
-    orphans_active,
-    shell,
-    subreaper,
-)
-from .conftest import Otel
+from .helpers import Otel, eventually, group_gone, mcp_app, request_tasks, shell
 
-__all__ = ["subreaper"]
 pytestmark = pytest.mark.usefixtures("subreaper")
 
 SEED = 20261129
@@ -160,6 +151,13 @@ async def call(url: str, plan: Plan, outcomes: dict[str, int]) -> None:
         outcomes["completed"] += 1
 
 
+async def home_status(url: str) -> int:
+    """GET the host app's own `/` route; the status code."""
+    async with httpx.AsyncClient() as client:
+        response = await client.get(url + "/")
+        return response.status_code
+
+
 def live_children() -> list[str]:
     """Processes whose parent is this test process and that are not zombies."""
     me, found = str(os.getpid()), []
@@ -174,13 +172,11 @@ def live_children() -> list[str]:
     return found
 
 
-async def request_tasks(loop: asyncio.AbstractEventLoop) -> int:
-    """uvicorn request tasks still running on the server's loop (asked on that loop)."""
+async def request_tasks_on(loop: asyncio.AbstractEventLoop) -> int:
+    """How many uvicorn request tasks are still running on the server's loop (asked there)."""
 
     async def count() -> int:
-        return sum(
-            1 for t in asyncio.all_tasks() if "run_asgi" in repr(t.get_coro()) and not t.done()
-        )
+        return len(request_tasks())
 
     future = asyncio.run_coroutine_threadsafe(count(), loop)
     return await anyio.to_thread.run_sync(future.result, 10)
@@ -192,9 +188,7 @@ async def test_chaos(otel: Otel, tmp_path: Path) -> None:
     otel.tracer_provider.add_span_processor(spans)
     pgids = tmp_path / "pgids"
     loops: list[asyncio.AbstractEventLoop] = []
-    middleware, _ = build_app(
-        build_server(pgids, loops), otel, cancel_grace=2.0, process_kill_grace=0.5
-    )
+    middleware = mcp_app(build_server(pgids, loops), otel, cancel_grace=2.0, process_kill_grace=0.5)
     outcomes = {"dropped": 0, "completed": 0, "timed out": 0}
     home_ok = home_failed = 0
     with serve(middleware) as server:
@@ -206,7 +200,7 @@ async def test_chaos(otel: Otel, tmp_path: Path) -> None:
         async def poll_home() -> None:
             nonlocal home_ok, home_failed
             while not finished.is_set():
-                if await get_home(server.url) == 200:
+                if await home_status(server.url) == 200:
                     home_ok += 1
                 else:
                     home_failed += 1
@@ -230,9 +224,9 @@ async def test_chaos(otel: Otel, tmp_path: Path) -> None:
                 tg.start_soon(run_all)
 
         await eventually(lambda: not middleware._inflight, what="no request in flight")
-        await eventually(lambda: orphans_active(otel) == 0, what="no orphan")
+        await eventually(lambda: otel.orphans_active() == 0, what="no orphan")
         with anyio.fail_after(10):
-            while await request_tasks(loop):  # noqa: ASYNC110 - counted on another loop
+            while await request_tasks_on(loop):  # noqa: ASYNC110 - counted on another loop
                 await anyio.sleep(0.01)
     assert sum(outcomes.values()) == CALLS
     assert outcomes["dropped"] > 50

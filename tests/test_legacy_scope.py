@@ -2,105 +2,67 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import pytest
 
-from mcp_asgi._asgi import Message
-from mcp_asgi._reply import ReplyWriter
-from mcp_asgi._validate import McpRequest
 from mcp_asgi.cancel import CancelReason
 from mcp_asgi.jsonrpc import JsonObject
-from mcp_asgi.scope import RequestScope, ScopeObserver
+from mcp_asgi.scope import RequestScope
 from mcp_asgi.settings import ResponseMode
 
+from .helpers import Wire, request_scope
 
-class Wire:
-    """A scripted client: `disconnect()` makes `receive` report `http.disconnect`."""
+
+def scripted(mode: ResponseMode, **options: Any) -> tuple[Wire, RequestScope]:
+    """A 2025-era request whose body was read: its client, and its scope replying to it."""
+    wire = Wire(())
+    return wire, request_scope(wire.send, mode, protocol_version="2025-11-25", **options)
+
+
+class Handler:
+    """Waits until released; records whether it was cancelled or finished."""
 
     def __init__(self) -> None:
-        self.sent: list[Message] = []
-        self._gone = anyio.Event()
+        self.started = anyio.Event()
+        self.release = anyio.Event()
+        self.seen: list[str] = []
 
-    async def receive(self) -> Message:
-        await self._gone.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(self, message: Message) -> None:
-        if self._gone.is_set():
-            raise OSError("client gone")
-        self.sent.append(message)
-
-    def disconnect(self) -> None:
-        self._gone.set()
-
-    @property
-    def body(self) -> bytes:
-        return b"".join(m.get("body", b"") for m in self.sent if m["type"] == "http.response.body")
-
-    @property
-    def ended(self) -> bool:
-        """Whether the response was completed (a body message without `more_body`)."""
-        bodies = [m for m in self.sent if m["type"] == "http.response.body"]
-        return bool(bodies) and not bodies[-1].get("more_body", False)
-
-
-def make_scope(
-    wire: Wire, mode: ResponseMode, *, cancel_on_disconnect: bool = True
-) -> RequestScope:
-    request = McpRequest(
-        id=7,
-        method="tools/call",
-        params={"name": "slow"},
-        protocol_version="2025-11-25",
-        client_capabilities={},
-        client_info=None,
-        log_level=None,
-        progress_token=None,
-        meta={},
-    )
-    return RequestScope(
-        request,
-        ReplyWriter(wire.send, mode),
-        timeout=None,
-        cancel_grace=1.0,
-        keepalive_interval=0.0,
-        observer=ScopeObserver(),
-        cancel_on_disconnect=cancel_on_disconnect,
-    )
-
-
-def handler(
-    started: anyio.Event, release: anyio.Event, seen: list[str]
-) -> Callable[[], Awaitable[JsonObject]]:
-    async def call() -> JsonObject:
-        started.set()
+    async def __call__(self) -> JsonObject:
+        self.started.set()
         try:
-            await release.wait()
+            await self.release.wait()
         except anyio.get_cancelled_exc_class():
-            seen.append("cancelled")
+            self.seen.append("cancelled")
             raise
-        seen.append("finished")
+        self.seen.append("finished")
         return {"content": []}
 
-    return call
+
+@asynccontextmanager
+async def running(wire: Wire, scope: RequestScope, handler: Handler) -> AsyncIterator[None]:
+    """Run `handler` in `scope` (bounded): the block runs once the handler has started, and
+    the request has ended when this returns."""
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(scope.run, wire.receive, handler)
+            await handler.started.wait()
+            yield
 
 
 async def test_disconnect_without_cancel_lets_the_handler_finish() -> None:
     """cancel_on_disconnect=False: the handler runs on after a disconnect; its result is dropped."""
-    wire, started, release, seen = Wire(), anyio.Event(), anyio.Event(), list[str]()
-    scope = make_scope(wire, "sse", cancel_on_disconnect=False)
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(scope.run, wire.receive, handler(started, release, seen))
-            await started.wait()
-            wire.disconnect()
-            await anyio.wait_all_tasks_blocked()
-            assert seen == []
-            release.set()
-    assert seen == ["finished"]
+    wire, scope = scripted("sse", cancel_on_disconnect=False)
+    handler = Handler()
+    async with running(wire, scope, handler):
+        wire.disconnect(broken_pipe=True)
+        await anyio.wait_all_tasks_blocked()
+        assert handler.seen == []
+        handler.release.set()
+    assert handler.seen == ["finished"]
     assert scope.reason is None
     assert scope.result == {"content": []}
     assert wire.sent == []
@@ -109,14 +71,11 @@ async def test_disconnect_without_cancel_lets_the_handler_finish() -> None:
 @pytest.mark.parametrize("mode", ["sse", "auto", "json"])
 async def test_disconnect_cancels_by_default(mode: ResponseMode) -> None:
     """The default still turns a disconnect into client_disconnect."""
-    wire, started, release, seen = Wire(), anyio.Event(), anyio.Event(), list[str]()
-    scope = make_scope(wire, mode)
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(scope.run, wire.receive, handler(started, release, seen))
-            await started.wait()
-            wire.disconnect()
-    assert seen == ["cancelled"]
+    wire, scope = scripted(mode)
+    handler = Handler()
+    async with running(wire, scope, handler):
+        wire.disconnect(broken_pipe=True)
+    assert handler.seen == ["cancelled"]
     assert scope.reason is CancelReason.CLIENT_DISCONNECT
 
 
@@ -128,14 +87,11 @@ async def test_notification_cancel_ends_the_reply_without_a_message(
     mode: ResponseMode, status: int, content_type: bytes | None
 ) -> None:
     """A client_notification cancel ends the still-open reply with no JSON-RPC message."""
-    wire, started, release, seen = Wire(), anyio.Event(), anyio.Event(), list[str]()
-    scope = make_scope(wire, mode)
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(scope.run, wire.receive, handler(started, release, seen))
-            await started.wait()
-            scope.cancel(CancelReason.CLIENT_NOTIFICATION)
-    assert seen == ["cancelled"]
+    wire, scope = scripted(mode)
+    handler = Handler()
+    async with running(wire, scope, handler):
+        scope.cancel(CancelReason.CLIENT_NOTIFICATION)
+    assert handler.seen == ["cancelled"]
     start = wire.sent[0]
     assert start["status"] == status
     headers: dict[bytes, Any] = dict(start["headers"])
@@ -146,25 +102,23 @@ async def test_notification_cancel_ends_the_reply_without_a_message(
 
 async def test_notification_cancel_ends_an_open_stream() -> None:
     """Progress already sent stays; the stream then ends with nothing more for the request."""
-    wire, started, seen = Wire(), anyio.Event(), list[str]()
-    scope = make_scope(wire, "sse")
+    wire, scope = scripted("sse")
 
-    async def call() -> JsonObject:
-        await scope.write({"jsonrpc": "2.0", "method": "notifications/progress", "params": {}})
-        started.set()
-        try:
-            await anyio.sleep_forever()
-            return {}
-        finally:
-            seen.append("cancelled")
-            assert not await scope.write({"jsonrpc": "2.0", "method": "late", "params": {}})
+    class Streaming(Handler):
+        async def __call__(self) -> JsonObject:
+            await scope.write({"jsonrpc": "2.0", "method": "notifications/progress", "params": {}})
+            self.started.set()
+            try:
+                await anyio.sleep_forever()
+                return {}
+            finally:
+                self.seen.append("cancelled")
+                assert not await scope.write({"jsonrpc": "2.0", "method": "late", "params": {}})
 
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(scope.run, wire.receive, call)
-            await started.wait()
-            scope.cancel(CancelReason.SESSION_CLOSED)
-    assert seen == ["cancelled"]
+    handler = Streaming()
+    async with running(wire, scope, handler):
+        scope.cancel(CancelReason.SESSION_CLOSED)
+    assert handler.seen == ["cancelled"]
     assert wire.body.count(b"data:") == 1
     assert b"late" not in wire.body
     assert wire.ended
@@ -172,9 +126,9 @@ async def test_notification_cancel_ends_an_open_stream() -> None:
 
 async def test_cancel_before_the_watcher_starts_does_not_hang() -> None:
     """A cancel that lands before the scope's watcher runs still ends the request."""
-    wire, seen = Wire(), list[str]()
-    scope = make_scope(wire, "auto")
+    wire, scope = scripted("auto")
     scope.cancel(CancelReason.SESSION_CLOSED)
+    seen: list[str] = []
 
     async def call() -> JsonObject:
         seen.append("called")

@@ -12,7 +12,7 @@ import pytest
 from mcp_asgi import CancelReason
 from mcp_asgi.testing import McpTestClient, serve
 
-from .conftest import Otel
+from .helpers import Otel
 from .legacy_helpers import (
     LATEST,
     LegacyClient,

@@ -7,15 +7,7 @@ import pytest
 from mcp_asgi.legacy import SessionStore
 from mcp_asgi.legacy._era import is_session_request, negotiate_version
 
-
-class Clock:
-    """A clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from .helpers import Clock
 
 
 def make_store(clock: Clock, *, ttl: float = 10.0, max_sessions: int = 3) -> SessionStore:
@@ -30,7 +22,7 @@ def open_session(store: SessionStore) -> str:
 
 async def test_a_session_expires_ttl_seconds_after_its_last_use() -> None:
     """Unused for ttl seconds, a session is gone; an open exchange keeps it alive."""
-    clock = Clock()
+    clock = Clock(100.0)
     store = make_store(clock)
     idle, busy = open_session(store), open_session(store)
     session = store.get(busy)
@@ -51,7 +43,7 @@ async def test_a_session_expires_ttl_seconds_after_its_last_use() -> None:
 
 async def test_the_limit_counts_open_sessions_and_sweeps_expired_ones() -> None:
     """At max_sessions a new session is refused, unless an expired one can make room."""
-    clock = Clock()
+    clock = Clock(100.0)
     store = make_store(clock, max_sessions=2)
     first = open_session(store)
     open_session(store)
@@ -68,7 +60,7 @@ async def test_the_limit_counts_open_sessions_and_sweeps_expired_ones() -> None:
 
 async def test_session_ids_are_unique_and_visible_ascii() -> None:
     """Ids come from a CSPRNG, URL-safe: only visible ASCII characters."""
-    store = make_store(Clock(), max_sessions=100)
+    store = make_store(Clock(100.0), max_sessions=100)
     ids = {open_session(store) for _ in range(50)}
     assert len(ids) == 50
     assert all(len(i) >= 32 and all(0x21 <= ord(c) <= 0x7E for c in i) for i in ids)
@@ -76,7 +68,7 @@ async def test_session_ids_are_unique_and_visible_ascii() -> None:
 
 async def test_close_all_ends_every_session() -> None:
     """Shutdown: every session is ended and forgotten."""
-    store = make_store(Clock())
+    store = make_store(Clock(100.0))
     sessions = [store.get(open_session(store)) for _ in range(3)]
     store.close_all()
     assert len(store) == 0

@@ -11,7 +11,7 @@ import pytest
 
 from mcp_asgi.testing import McpTestClient, serve
 
-from .conftest import Otel
+from .helpers import Otel
 from .listen_helpers import (
     ALL,
     SUB_ID,

@@ -12,7 +12,7 @@ from mcp_asgi.bus import ChangeEvent
 from mcp_asgi.redis_bus import RedisBus, bus_from_url
 from mcp_asgi.testing import McpStream, McpTestClient
 
-from .conftest import Otel
+from .helpers import Otel
 from .listen_helpers import next_message, wait_until
 from .redis_helpers import RedisServer, Worker, redis_server, wait, workers
 

@@ -10,20 +10,12 @@ from starlette.authentication import SimpleUser, UnauthenticatedUser
 
 from mcp_asgi._request_state import Sealer, StateError, params_digest, principal_of
 
-
-class Clock:
-    """A settable wall clock."""
-
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
+from .helpers import Clock
 
 
 def test_a_sealed_payload_opens_until_it_expires() -> None:
     """The payload round-trips; after the ttl it is rejected as expired."""
-    clock = Clock()
+    clock = Clock(1_000.0)
     sealer = Sealer(b"k", ttl=10, clock=clock)
     token = sealer.seal({"a": {"x": [1]}})
     assert sealer.open(token, 1)["a"] == {"x": [1]}

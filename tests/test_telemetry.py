@@ -23,7 +23,7 @@ from mcp_asgi import _attributes as a
 from mcp_asgi.settings import ResponseMode
 from mcp_asgi.testing import McpTestClient, serve
 
-from .conftest import Otel
+from .helpers import Otel
 from .telemetry_helpers import (
     SECRET,
     Handlers,

@@ -1,0 +1,475 @@
+"""The servers the tests run against: a server whose tools end in every way a request can,
+the 2025-era server and its client, the subscriptions server with routes that make changes
+happen, and real redis-server and uvicorn worker processes."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import redis
+from opentelemetry import baggage, trace
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from mcp_asgi import CancelReason, Context, McpError, McpMiddleware, McpServer
+from mcp_asgi.bus import ChangeEvent, InProcessBus
+from mcp_asgi.testing import McpResponse, McpStream, McpTestClient
+
+from .helpers import Otel, Probe, Wiretap, mcp_app
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# -- a server whose tools end in every way -------------------------------------------------
+
+
+def outcomes_server(probe: Probe) -> McpServer:
+    """Tools that answer, fail (as a result, a JSON-RPC error or an exception), wait to be
+    cancelled, mark a side effect, time out, or linger in a thread as an orphan."""
+    server = McpServer("telemetry", version="1.0.0")
+
+    @server.tool()
+    async def echo(text: str) -> str:
+        """Returns its input."""
+        return text
+
+    @server.tool()
+    async def broken() -> str:
+        """Fails: the failure becomes an `isError` result."""
+        raise ValueError("nope")
+
+    @server.tool()
+    async def quota() -> str:
+        """Answers with an application JSON-RPC error."""
+        raise McpError(1001, "quota exceeded")
+
+    @server.tool()
+    async def whoami() -> dict[str, str]:
+        """The span and baggage the handler runs under."""
+        context = trace.get_current_span().get_span_context()
+        return {
+            "trace_id": f"{context.trace_id:032x}",
+            "span_id": f"{context.span_id:016x}",
+            "tenant": str(baggage.get_baggage("tenant")),
+        }
+
+    @server.tool()
+    async def slow(ctx: Context) -> str:
+        """Waits until cancelled, after one progress notification."""
+        probe.ctx = ctx
+        with probe.running(ctx):
+            await ctx.report_progress(1)
+            await anyio.sleep(30)
+        return "never"
+
+    @server.tool()
+    async def charge(ctx: Context) -> str:
+        """Charges a card, then waits until cancelled."""
+        ctx.side_effect("charge_card", idempotency_key="order-1")
+        probe.started.set()
+        await anyio.sleep(30)
+        return "never"
+
+    @server.tool(timeout=0.2)
+    async def stuck() -> str:
+        """Runs past its own timeout."""
+        await anyio.sleep(30)
+        return "never"
+
+    @server.tool()
+    def hog() -> str:
+        """A thread that ignores its cancel token until released: an orphan."""
+        probe.started.set()
+        probe.release.wait(20)
+        return "late"
+
+    @server.resource("boom://{name}")
+    async def boom(name: str) -> str:
+        """Raises an unhandled exception."""
+        raise RuntimeError(f"kaboom {name}")
+
+    @server.resource("notes://{name}")
+    async def note(name: str) -> str:
+        """A resource that reads fine."""
+        return f"note {name}"
+
+    return server
+
+
+# -- routes that make changes happen ---------------------------------------------------------
+
+
+def change_routes(server: McpServer) -> list[Route]:
+    """Plain routes of the host app that announce changes, add or remove a tool, and end
+    the open subscriptions of `server`."""
+
+    async def notify(request: Request) -> JSONResponse:
+        kind = request.path_params["kind"]
+        if kind == "tools":
+            await server.notify_tools_changed()
+        elif kind == "prompts":
+            await server.notify_prompts_changed()
+        elif kind == "resources":
+            await server.notify_resources_changed()
+        else:
+            await server.notify_resource_updated(request.query_params["uri"])
+        return JSONResponse({})
+
+    async def add_tool(request: Request) -> JSONResponse:
+        async def added() -> str:
+            """Added at runtime."""
+            return "new"
+
+        server.tool(name=request.path_params["name"])(added)
+        return JSONResponse({})
+
+    def remove_tool(request: Request) -> JSONResponse:  # a sync route: a worker thread
+        server.remove_tool(request.path_params["name"])
+        return JSONResponse({})
+
+    async def close(request: Request) -> JSONResponse:
+        return JSONResponse({"closed": await server.close_subscriptions()})
+
+    return [
+        Route("/notify/{kind}", notify, methods=["POST"]),
+        Route("/tools/{name}", add_tool, methods=["PUT"]),
+        Route("/tools/{name}", remove_tool, methods=["DELETE"]),
+        Route("/close", close, methods=["POST"]),
+    ]
+
+
+def changing_app(server: McpServer, otel: Otel | None = None, **settings: Any) -> McpMiddleware:
+    """`server` served at /mcp of a host app with the change routes."""
+    return mcp_app(server, otel, routes=change_routes(server), **settings)
+
+
+# -- subscriptions/listen ------------------------------------------------------------------
+
+SUB_ID = "io.modelcontextprotocol/subscriptionId"
+ALL = {
+    "toolsListChanged": True,
+    "promptsListChanged": True,
+    "resourcesListChanged": True,
+    "resourceSubscriptions": ["res://a"],
+}
+
+
+class WatchedBus(InProcessBus):
+    """An in-process bus that tells other threads when subscribers come and go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.joined = threading.Event()
+        self.empty = threading.Event()
+
+    @asynccontextmanager
+    async def subscribe(self) -> AsyncIterator[AsyncIterator[ChangeEvent]]:
+        try:
+            async with super().subscribe() as events:
+                self.empty.clear()
+                self.joined.set()
+                yield events
+        finally:
+            if self.subscriber_count == 0:
+                self.empty.set()
+
+
+def listen_server(bus: InProcessBus | None = None) -> McpServer:
+    """A server with one tool, one prompt, one resource and one template."""
+    server = McpServer("listen", bus=bus)
+
+    @server.tool()
+    async def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    @server.prompt()
+    def greet(name: str) -> str:
+        """Greet."""
+        return f"hi {name}"
+
+    @server.resource("res://a")
+    def res_a() -> str:
+        """A."""
+        return "a"
+
+    @server.resource("res://notes/{note}")
+    def note(note: str) -> str:
+        """A note."""
+        return note
+
+    return server
+
+
+# -- the 2025 era --------------------------------------------------------------------------
+
+LATEST = "2025-11-25"
+
+
+def legacy_server(probe: Probe) -> McpServer:
+    """A server a 2025-era client can use; its `slow` tool records what it saw in `probe`."""
+    server = McpServer("legacy", version="1.2.3", title="Legacy test server")
+
+    @server.tool()
+    async def add(a: int, b: int) -> int:
+        """Adds two numbers."""
+        return a + b
+
+    @server.tool()
+    async def slow(ctx: Context) -> str:
+        """Reports progress, then waits until released or cancelled."""
+        with probe.running(ctx):
+            await ctx.report_progress(1, 2, "started")
+            while not probe.release.is_set():  # noqa: ASYNC110 (set by the test's thread)
+                await anyio.sleep(0.01)
+            probe.notes.append("finished")
+            return "released"
+
+    @server.tool()
+    async def chatty(ctx: Context) -> str:
+        """Logs at info and at debug."""
+        await ctx.log("info", "shown at info")
+        await ctx.log("debug", "shown at debug")
+        return "said"
+
+    @server.resource("docs://readme", mime_type="text/plain")
+    async def readme() -> str:
+        """The read-me."""
+        return "read me"
+
+    @server.prompt()
+    async def greet(name: str) -> str:
+        """Greets someone."""
+        return f"Hello {name}!"
+
+    return server
+
+
+def legacy_app(probe: Probe, otel: Otel | None = None, **settings: Any) -> McpMiddleware:
+    """The 2025-era server behind McpMiddleware, plus the routes that announce changes."""
+    return changing_app(legacy_server(probe), otel, **settings)
+
+
+class LegacyClient(McpTestClient):
+    """A 2025-era client: `initialize`, then requests carrying `Mcp-Session-Id` and
+    `MCP-Protocol-Version`, with no `_meta` envelope."""
+
+    def __init__(self, url: str, *, version: str = LATEST) -> None:
+        super().__init__(url)
+        self.version = version
+        self.session_id: str | None = None
+        self._legacy_ids = itertools.count(1)
+
+    def body(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        id: int | str | None = None,
+        progress: bool = False,
+    ) -> dict[str, Any]:
+        request_id = next(self._legacy_ids) if id is None else id
+        body_params = dict(params or {})
+        if progress:
+            body_params["_meta"] = {"progressToken": f"p-{request_id}"}
+        return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body_params}
+
+    def session_headers(self) -> dict[str, str]:
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": self.version,
+        }
+        if self.session_id is not None:
+            headers["mcp-session-id"] = self.session_id
+        return headers
+
+    async def initialize(self, version: str | None = None) -> McpResponse:
+        """Open a session; keep its id; send `notifications/initialized`."""
+        body = self.body(
+            "initialize",
+            {
+                "protocolVersion": version or self.version,
+                "capabilities": {},
+                "clientInfo": {"name": "legacy-test", "version": "1"},
+            },
+        )
+        headers = {"content-type": "application/json", "accept": "application/json"}
+        response = await self.post(body, headers)
+        assert response.status == 200, response.raw
+        self.session_id = response.headers["mcp-session-id"]
+        self.version = response.final["result"]["protocolVersion"]
+        notified = await self.notify("notifications/initialized")
+        assert notified.status == 202
+        return response
+
+    async def call(self, method: str, params: Mapping[str, Any] | None = None) -> McpResponse:
+        return await self.post(self.body(method, params), self.session_headers())
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> McpResponse:
+        body = {"jsonrpc": "2.0", "method": method, "params": dict(params or {})}
+        return await self.post(body, self.session_headers())
+
+    async def delete(self) -> McpResponse:
+        return await self.post(b"", self.session_headers(), http_method="DELETE")
+
+    @asynccontextmanager
+    async def open(
+        self, method: str, params: Mapping[str, Any] | None = None, **options: Any
+    ) -> AsyncIterator[McpStream]:
+        """A request whose response is read message by message."""
+        body = self.body(method, params, **options)
+        async with self._open(body, self.session_headers(), "POST") as stream:
+            yield stream
+
+    @asynccontextmanager
+    async def get_stream(self) -> AsyncIterator[McpStream]:
+        """The session's GET stream, once its head has arrived (it is then subscribed)."""
+        headers = {**self.session_headers(), "accept": "text/event-stream"}
+        del headers["content-type"]
+        async with self._open(b"", headers, "GET") as stream:
+            await stream.read_head()
+            yield stream
+
+
+def check_aborted_slow_call(probe: Probe, wiretap: Wiretap) -> list[str]:
+    """After a 2025-era client aborted its `slow` call: the handler stopped on the client's
+    notification before finishing, the call's response carried progress and nothing else
+    (no result, no error), and the session began with the handshake and told the server of
+    the cancel. Returns what each exchange was, for the client's own checks."""
+    assert probe.reason is CancelReason.CLIENT_NOTIFICATION
+    assert probe.notes == []
+    (slow,) = [
+        e
+        for e in wiretap.calls("tools/call")
+        if e.message and e.message["params"]["name"] == "slow"
+    ]
+    assert slow.replies
+    assert all(m.get("method") == "notifications/progress" for m in slow.replies)
+    methods = wiretap.methods()
+    assert methods[:2] == ["initialize", "notifications/initialized"]
+    assert "notifications/cancelled" in methods
+    return methods
+
+
+# -- real processes: redis-server and uvicorn workers ----------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_ready(predicate: Callable[[], bool], what: str, timeout: float = 15) -> None:
+    """Poll `predicate()` (errors count as "not yet") until it is true: readiness, never a
+    timing assertion. Blocking: for fixtures and worker threads."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if predicate():
+                return
+        except Exception:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen")
+        time.sleep(0.02)
+
+
+class RedisServer:
+    """redis-server on a free loopback port; `stop()` and `start()` again on the same port."""
+
+    def __init__(self, executable: str, workdir: Path) -> None:
+        self.executable = executable
+        self.workdir = workdir
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self._process = subprocess.Popen(
+            [
+                self.executable,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_ready(self.ping, "redis-server start")
+
+    def ping(self) -> bool:
+        with redis.Redis.from_url(self.url, socket_timeout=1) as client:
+            return bool(client.ping())
+
+    def subscribers(self, channel: str) -> int:
+        with redis.Redis.from_url(self.url, socket_timeout=1) as client:
+            counts = dict(client.pubsub_numsub(channel))
+            return int(counts.get(channel.encode(), 0))
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait(10)
+            self._process = None
+
+
+class Worker:
+    """`uvicorn tests.redis_app:app` in its own process, sharing the bus through Redis."""
+
+    def __init__(self, redis_url: str, channel: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ, MCP_BUS_URL=redis_url, MCP_BUS_CHANNEL=channel)
+        self._process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "tests.redis_app:app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+                "--timeout-graceful-shutdown",
+                "1",
+            ],
+            cwd=ROOT,
+            env=env,
+        )
+        wait_ready(self.healthy, f"worker on port {self.port}")
+
+    def healthy(self) -> bool:
+        assert self._process.poll() is None, "worker exited"
+        return httpx.get(self.url + "/", timeout=1).status_code == 200
+
+    def stop(self) -> None:
+        self._process.terminate()
+        try:
+            self._process.wait(10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait(10)
