@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -29,7 +28,7 @@ from mcp_asgi import CancelReason, Context, McpMiddleware, McpServer, McpSetting
 from mcp_asgi._asgi import Receive, Scope, Send
 from mcp_asgi.testing import McpTestClient, serve
 
-from .asgi_call import asgi_request, mcp_body, mcp_headers
+from .helpers import Probe, asgi_request, drop_mid_call, mcp_body, mcp_headers, wait_for
 
 BASE = "http://127.0.0.1:8000"
 
@@ -381,19 +380,18 @@ class _Records(logging.Handler):
 async def test_cancel_under_base_http_middleware(mode: str) -> None:
     """With an `@app.middleware("http")` around it, a dropped call is cancelled cleanly:
     the outer middleware still gets a response, so uvicorn logs no ASGI exception."""
-    started, cancelled = threading.Event(), threading.Event()
-    reasons: list[CancelReason | None] = []
+    probe, reasons = Probe(), list[CancelReason | None]()
     server = McpServer("wrapped")
 
     @server.tool()
     async def hang(ctx: Context) -> str:
         """Runs until cancelled."""
-        started.set()
+        probe.started.set()
         try:
             await anyio.sleep(30)
         finally:
             reasons.append(ctx.cancel_reason)
-            cancelled.set()
+            probe.exited.set()
         return "never"
 
     app = FastAPI()
@@ -412,10 +410,8 @@ async def test_cancel_under_base_http_middleware(mode: str) -> None:
         uvicorn_errors.addHandler(records)
         try:
             client = McpTestClient(live.url + "/mcp")
-            async with client.stream("tools/call", {"name": "hang", "arguments": {}}) as stream:
-                assert await anyio.to_thread.run_sync(started.wait, 10)
-                await stream.drop()
-            assert await anyio.to_thread.run_sync(cancelled.wait, 10)
+            await drop_mid_call(client, "hang", probe, {})
+            await wait_for(probe.exited)
             assert (await client.request("tools/list")).status == 200
         finally:
             uvicorn_errors.removeHandler(records)

@@ -21,10 +21,10 @@ from opentelemetry.sdk.trace.export import (
 
 from examples.fastapi_app.telemetry import exporters
 from mcp_asgi import McpMiddleware, McpSettings
-from mcp_asgi.testing import McpTestClient, serve
 
+from .helpers import Probe, drop_mid_call, eventually, host_app, serving, wait_for
 from .otlp_receiver import OtlpReceiver, attributes_of
-from .telemetry_helpers import Handlers, build_server, plain, until, wait_event
+from .servers import outcomes_server
 
 
 def direct_session() -> requests.Session:
@@ -36,7 +36,7 @@ def direct_session() -> requests.Session:
 
 async def test_cancelled_span_and_metrics_reach_an_otlp_backend() -> None:
     """A dropped call is exported over OTLP/HTTP with reason client_disconnect and its metrics."""
-    handlers = Handlers()
+    probe = Probe()
     resource = Resource.create({"service.name": "otlp-e2e"})
     with OtlpReceiver() as receiver:
         tracer_provider = TracerProvider(resource=resource)
@@ -51,28 +51,22 @@ async def test_cancelled_span_and_metrics_reach_an_otlp_backend() -> None:
         )
         meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
         app = McpMiddleware(
-            plain,
-            server=build_server(handlers),
+            host_app(),
+            server=outcomes_server(probe),
             settings=McpSettings(response_mode="sse"),
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
         )
         try:
-            with serve(app) as server:
-                client = McpTestClient(server.url + "/mcp")
-                async with client.stream(
-                    "tools/call", {"name": "slow", "arguments": {}}, progress=True
-                ) as stream:
-                    await wait_event(handlers.started)
-                    assert await stream.next_message() is not None
-                    await stream.drop()
-                await wait_event(handlers.exited)
+            with serving(app) as client:
+                await drop_mid_call(client, "slow", probe, {}, read_progress=True, progress=True)
+                await wait_for(probe.exited)
 
                 def exported() -> bool:
                     tracer_provider.force_flush()
                     return receiver.find_span("tools/call slow") is not None
 
-                await until(exported)
+                await eventually(exported)
             assert await anyio.to_thread.run_sync(meter_provider.force_flush)
         finally:
             tracer_provider.shutdown()

@@ -13,10 +13,9 @@ import anyio.lowlevel
 import pytest
 from pydantic import BaseModel, Field
 
-from mcp_asgi import Context, McpError, McpMiddleware, McpServer, McpSettings
-from mcp_asgi._asgi import Receive, Scope, Send
+from mcp_asgi import Context, McpError, McpMiddleware, McpServer
 
-from .asgi_call import Reply, call
+from .helpers import Wire, call, mcp_app
 
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 LOOP_THREAD: dict[str, int] = {}
@@ -135,13 +134,8 @@ def build_server() -> McpServer:
     return server
 
 
-async def host(scope: Scope, receive: Receive, send: Send) -> None:
-    await send({"type": "http.response.start", "status": 404, "headers": []})
-    await send({"type": "http.response.body", "body": b""})
-
-
 def make_app(server: McpServer | None = None, **settings: Any) -> McpMiddleware:
-    return McpMiddleware(host, server=server or build_server(), settings=McpSettings(**settings))
+    return mcp_app(server or build_server(), **settings)
 
 
 @pytest.fixture
@@ -164,6 +158,11 @@ async def error_of(app: McpMiddleware, method: str, params: Any = None) -> dict[
 
 async def call_tool(app: McpMiddleware, name: str, arguments: Any = None) -> Any:
     return await result_of(app, "tools/call", {"name": name, "arguments": arguments or {}})
+
+
+async def complete(app: McpMiddleware, ref: Any, argument: Any, **params: Any) -> Any:
+    """The result of completion/complete for `argument` of `ref`."""
+    return await result_of(app, "completion/complete", {"ref": ref, "argument": argument, **params})
 
 
 # -- server/discover -----------------------------------------------------------------
@@ -488,14 +487,8 @@ async def test_prompts_get_errors(app: McpMiddleware, params: dict[str, Any]) ->
 
 async def test_completion_for_prompt_argument(app: McpMiddleware) -> None:
     """completion/complete calls the registered completer (sync ones in a thread)."""
-    result = await result_of(
-        app,
-        "completion/complete",
-        {
-            "ref": {"type": "ref/prompt", "name": "review"},
-            "argument": {"name": "language", "value": "p"},
-        },
-    )
+    review = {"type": "ref/prompt", "name": "review"}
+    result = await complete(app, review, {"name": "language", "value": "p"})
     assert result["completion"] == {
         "values": ["python", "perl", "php"],
         "total": 3,
@@ -505,28 +498,19 @@ async def test_completion_for_prompt_argument(app: McpMiddleware) -> None:
 
 async def test_completion_for_template_with_context(app: McpMiddleware) -> None:
     """A resource template's completer receives the other arguments as context."""
-    result = await result_of(
+    result = await complete(
         app,
-        "completion/complete",
-        {
-            "ref": {"type": "ref/resource", "uri": "notes://{owner}/{note_id}"},
-            "argument": {"name": "owner", "value": "a"},
-            "context": {"arguments": {"note_id": "7"}},
-        },
+        {"type": "ref/resource", "uri": "notes://{owner}/{note_id}"},
+        {"name": "owner", "value": "a"},
+        context={"arguments": {"note_id": "7"}},
     )
     assert result["completion"]["values"] == ["owner:a:7"]
 
 
 async def test_completion_without_completer_is_empty(app: McpMiddleware) -> None:
     """A known prompt without a completer completes to nothing."""
-    result = await result_of(
-        app,
-        "completion/complete",
-        {
-            "ref": {"type": "ref/prompt", "name": "dialogue"},
-            "argument": {"name": "topic", "value": ""},
-        },
-    )
+    dialogue = {"type": "ref/prompt", "name": "dialogue"}
+    result = await complete(app, dialogue, {"name": "topic", "value": ""})
     assert result["completion"] == {"values": [], "total": 0, "hasMore": False}
 
 
@@ -580,7 +564,7 @@ async def test_every_result_has_result_type_and_server_info(
 # -- logging and progress ------------------------------------------------------------
 
 
-def notifications(reply: Reply, method: str) -> list[dict[str, Any]]:
+def notifications(reply: Wire, method: str) -> list[dict[str, Any]]:
     return [m["params"] for m in reply.messages if m.get("method") == method]
 
 

@@ -21,43 +21,44 @@ from opentelemetry.util.types import Attributes
 from mcp_asgi import CancelReason, McpMiddleware, McpServer, McpSettings
 from mcp_asgi import _attributes as a
 from mcp_asgi.settings import ResponseMode
-from mcp_asgi.testing import McpTestClient, serve
 
-from .helpers import Otel
-from .telemetry_helpers import (
-    SECRET,
-    Handlers,
-    build_app,
-    build_server,
+from .helpers import (
+    Otel,
+    Probe,
+    attrs,
     call,
-    disconnect_after,
-    histograms,
-    numbers,
-    only,
-    plain,
-    total,
-    until,
-    wait_event,
-    wait_span,
+    drop_mid_call,
+    eventually,
+    host_app,
+    mcp_app,
+    serving,
+    wait_for,
+    wire_for,
 )
+from .servers import outcomes_server
+
+SECRET = "s3cret-argument-value"
+# What a completed `tools/call echo` records on its span and on its metrics; spans also carry
+# what identifies the request (id, client), which metrics never do.
+ECHO_CALL = {
+    "mcp.method.name": "tools/call",
+    "mcp.protocol.version": "2026-07-28",
+    "gen_ai.tool.name": "echo",
+    "gen_ai.operation.name": "execute_tool",
+    "network.transport": "tcp",
+    "network.protocol.name": "http",
+    "network.protocol.version": "1.1",
+}
 
 
-def attrs(span: ReadableSpan) -> dict[str, Any]:
-    """The span's attributes as a plain dict."""
-    return dict(span.attributes or {})
+def build_app(otel: Otel, probe: Probe | None = None, **settings: Any) -> McpMiddleware:
+    """The server whose tools end in every way, with the test's providers injected."""
+    return mcp_app(outcomes_server(probe or Probe()), otel, **settings)
 
 
 def event_names(span: ReadableSpan) -> list[str]:
     """The names of the span's events, in order."""
     return [event.name for event in span.events]
-
-
-def result_of(response: Any) -> dict[str, Any]:
-    """The JSON-RPC result of a JSON-mode response."""
-    message = response.json()
-    assert "result" in message, message
-    result: dict[str, Any] = message["result"]
-    return result
 
 
 # -- completed calls and status rules ---------------------------------------------------
@@ -68,22 +69,16 @@ async def test_completed_call(otel: Otel) -> None:
     response = await call(
         build_app(otel), "tools/call", {"name": "echo", "arguments": {"text": "hi"}}
     )
-    assert result_of(response)["content"][0]["text"] == "hi"
-    span = only(otel, "tools/call echo")
+    assert response.result["content"][0]["text"] == "hi"
+    span = otel.span("tools/call echo")
     assert span.kind is SpanKind.SERVER
     assert span.status.status_code is StatusCode.UNSET
     assert span.instrumentation_scope is not None
     assert span.instrumentation_scope.name == "mcp_asgi"
     assert span.instrumentation_scope.schema_url == a.SCHEMA_URL
     assert attrs(span) == {
-        "mcp.method.name": "tools/call",
+        **ECHO_CALL,
         "jsonrpc.request.id": "7",
-        "mcp.protocol.version": "2026-07-28",
-        "gen_ai.tool.name": "echo",
-        "gen_ai.operation.name": "execute_tool",
-        "network.transport": "tcp",
-        "network.protocol.name": "http",
-        "network.protocol.version": "1.1",
         "client.address": "127.0.0.1",
         "client.port": 123,
     }
@@ -95,19 +90,19 @@ async def test_other_methods_name_and_attributes(otel: Otel) -> None:
     app = build_app(otel)
     await call(app, "tools/list")
     await call(app, "resources/read", {"uri": "notes://a"})
-    listed = only(otel, "tools/list")
+    listed = otel.span("tools/list")
     assert attrs(listed)["mcp.method.name"] == "tools/list"
     assert "gen_ai.tool.name" not in attrs(listed)
     assert "gen_ai.operation.name" not in attrs(listed)
-    read = only(otel, "resources/read")
+    read = otel.span("resources/read")
     assert attrs(read)["mcp.resource.uri"] == "notes://a"
 
 
 async def test_tool_error_is_an_error(otel: Otel) -> None:
     """A tool result with isError is error.type tool_error and status ERROR."""
     response = await call(build_app(otel), "tools/call", {"name": "broken", "arguments": {}})
-    assert result_of(response)["isError"] is True
-    span = only(otel, "tools/call broken")
+    assert response.result["isError"] is True
+    span = otel.span("tools/call broken")
     assert span.status.status_code is StatusCode.ERROR
     assert attrs(span)["error.type"] == "tool_error"
     assert "rpc.response.status_code" not in attrs(span)
@@ -116,12 +111,12 @@ async def test_tool_error_is_an_error(otel: Otel) -> None:
 async def test_unknown_tool_is_a_caller_fault(otel: Otel) -> None:
     """-32602 (unknown tool) sets rpc.response.status_code but no error.type; status UNSET."""
     response = await call(build_app(otel), "tools/call", {"name": "nosuch", "arguments": {}})
-    assert response.json()["error"]["code"] == -32602
-    span = only(otel, "tools/call nosuch")
+    assert response.final["error"]["code"] == -32602
+    span = otel.span("tools/call nosuch")
     assert span.status.status_code is StatusCode.UNSET
     assert attrs(span)["rpc.response.status_code"] == "-32602"
     assert "error.type" not in attrs(span)
-    (point,) = histograms(otel, a.OPERATION_DURATION)
+    (point,) = otel.histograms(a.OPERATION_DURATION)
     assert point.attributes is not None
     assert point.attributes["gen_ai.tool.name"] == "_OTHER"
     assert point.attributes["rpc.response.status_code"] == "-32602"
@@ -131,8 +126,8 @@ async def test_unknown_tool_is_a_caller_fault(otel: Otel) -> None:
 async def test_application_error_code_is_an_error(otel: Otel) -> None:
     """An McpError with an application code is ERROR with error.type = the code."""
     response = await call(build_app(otel), "tools/call", {"name": "quota", "arguments": {}})
-    assert response.json()["error"]["code"] == 1001
-    span = only(otel, "tools/call quota")
+    assert response.final["error"]["code"] == 1001
+    span = otel.span("tools/call quota")
     assert span.status.status_code is StatusCode.ERROR
     assert span.status.description == "quota exceeded"
     assert attrs(span)["error.type"] == "1001"
@@ -142,8 +137,8 @@ async def test_application_error_code_is_an_error(otel: Otel) -> None:
 async def test_unhandled_exception_recorded_once(otel: Otel) -> None:
     """An unhandled exception: error.type is its type, ERROR, exactly one exception event."""
     response = await call(build_app(otel), "resources/read", {"uri": "boom://x"})
-    assert response.json()["error"]["code"] == -32603
-    span = only(otel, "resources/read")
+    assert response.final["error"]["code"] == -32603
+    span = otel.span("resources/read")
     assert span.status.status_code is StatusCode.ERROR
     assert attrs(span)["error.type"] == "RuntimeError"
     assert attrs(span)["rpc.response.status_code"] == "-32603"
@@ -161,28 +156,23 @@ def unencodable_app(otel: Otel, mode: ResponseMode) -> McpMiddleware:
         """Content that no JSON encoder accepts."""
         return [{"role": "user", "content": {"type": "text", "text": object()}}]
 
-    return McpMiddleware(
-        plain,
-        server=server,
-        settings=McpSettings(response_mode=mode),
-        tracer_provider=otel.tracer_provider,
-        meter_provider=otel.meter_provider,
-    )
+    return mcp_app(server, otel, response_mode=mode)
 
 
 @pytest.mark.parametrize("mode", ["json", "sse"])
 async def test_unencodable_reply_is_an_error(otel: Otel, mode: ResponseMode) -> None:
     """A result replaced by a -32603 error (it cannot be encoded): ERROR on span and metric."""
     response = await call(unencodable_app(otel, mode), "prompts/get", {"name": "binary"})
-    data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
-    reply = json.loads(data[0] if mode == "sse" else response.text)
+    text = response.body.decode()
+    data = [line[5:] for line in text.splitlines() if line.startswith("data:")]
+    reply = json.loads(data[0] if mode == "sse" else text)
     assert reply["error"]["code"] == -32603
-    span = only(otel, "prompts/get binary")
+    span = otel.span("prompts/get binary")
     assert span.status.status_code is StatusCode.ERROR
     assert span.status.description == "Internal error: the reply is not valid JSON"
     assert attrs(span)["error.type"] == "-32603"
     assert attrs(span)["rpc.response.status_code"] == "-32603"
-    (duration,) = histograms(otel, a.OPERATION_DURATION)
+    (duration,) = otel.histograms(a.OPERATION_DURATION)
     assert (duration.attributes or {})["error.type"] == "-32603"
     assert (duration.attributes or {})["rpc.response.status_code"] == "-32603"
 
@@ -195,22 +185,22 @@ async def test_rejected_request_gets_a_short_span(otel: Otel) -> None:
         {"name": "echo", "arguments": {"text": "hi"}},
         headers={"mcp-name": "other"},
     )
-    assert response.status_code == 400
-    assert response.json()["error"]["code"] == -32020
-    span = only(otel, "tools/call echo")
+    assert response.status == 400
+    assert response.final["error"]["code"] == -32020
+    span = otel.span("tools/call echo")
     assert span.kind is SpanKind.SERVER
     assert span.status.status_code is StatusCode.UNSET
     assert attrs(span)["rpc.response.status_code"] == "-32020"
     assert attrs(span)["jsonrpc.request.id"] == "7"
     assert "error.type" not in attrs(span)
-    assert numbers(otel, a.REQUESTS_ACTIVE) == []
+    assert otel.numbers(a.REQUESTS_ACTIVE) == []
 
 
 async def test_rejected_unknown_method_is_other(otel: Otel) -> None:
     """An unknown method is recorded as `_OTHER`: client input never becomes a span name."""
     response = await call(build_app(otel), "made/up", {})
-    assert response.json()["error"]["code"] == -32601
-    span = only(otel, "_OTHER")
+    assert response.final["error"]["code"] == -32601
+    span = otel.span("_OTHER")
     assert attrs(span)["mcp.method.name"] == "_OTHER"
     assert attrs(span)["rpc.response.status_code"] == "-32601"
     assert span.status.status_code is StatusCode.UNSET
@@ -219,7 +209,7 @@ async def test_rejected_unknown_method_is_other(otel: Otel) -> None:
 async def test_unreadable_request_has_no_span(otel: Otel) -> None:
     """A request rejected before its method is read gets no span: the HTTP layer records it."""
     response = await call(build_app(otel), "tools/list", headers={"content-type": "text/plain"})
-    assert response.status_code == 415
+    assert response.status == 415
     assert otel.spans.get_finished_spans() == ()
 
 
@@ -229,21 +219,13 @@ async def test_unreadable_request_has_no_span(otel: Otel) -> None:
 @pytest.mark.parametrize("mode", ["sse", "json"])
 async def test_disconnect_is_recorded_not_an_error(otel: Otel, mode: str) -> None:
     """A real client drop: reason client_disconnect, elapsed, latency, exited, UNSET, metrics."""
-    handlers = Handlers()
-    app = build_app(otel, handlers, response_mode=mode)
-    with serve(app) as server:
-        client = McpTestClient(server.url + "/mcp")
-        async with client.stream(
-            "tools/call", {"name": "slow", "arguments": {}}, progress=True
-        ) as stream:
-            await wait_event(handlers.started)
-            if mode == "sse":
-                message = await stream.next_message()
-                assert message is not None
-                assert message["method"] == "notifications/progress"
-            await stream.drop()
-        span = await wait_span(otel, "tools/call slow")
-    assert handlers.exited.is_set()
+    probe = Probe()
+    app = build_app(otel, probe, response_mode=mode)
+    with serving(app) as client:
+        sse = mode == "sse"
+        await drop_mid_call(client, "slow", probe, {}, read_progress=sse, progress=True)
+        span = await otel.wait_span("tools/call slow")
+    assert probe.exited.is_set()
     attributes = attrs(span)
     assert attributes["mcp_asgi.cancellation.reason"] == "client_disconnect"
     assert attributes["mcp_asgi.cancellation.outcome"] == "exited"
@@ -267,56 +249,59 @@ async def test_disconnect_is_recorded_not_an_error(otel: Otel, mode: str) -> Non
         "mcp_asgi.cancellation.outcome": "exited",
         "mcp_asgi.cancellation.after_side_effect": False,
     }
-    (counted,) = numbers(otel, a.CANCELLATIONS)
+    (counted,) = otel.numbers(a.CANCELLATIONS)
     assert dict(counted.attributes or {}) == cancel_attrs
     assert counted.value == 1
-    (latency,) = histograms(otel, a.CANCELLATION_LATENCY_METRIC)
+    (latency,) = otel.histograms(a.CANCELLATION_LATENCY_METRIC)
     assert latency.count == 1
     assert tuple(latency.explicit_bounds) == a.LATENCY_BUCKETS
     assert latency.explicit_bounds[0] == 0.0005
     latency_attrs = dict(cancel_attrs)
     del latency_attrs["mcp_asgi.cancellation.after_side_effect"]
     assert dict(latency.attributes or {}) == latency_attrs
-    (duration,) = histograms(otel, a.OPERATION_DURATION)
+    (duration,) = otel.histograms(a.OPERATION_DURATION)
     assert (duration.attributes or {})["mcp_asgi.cancellation.reason"] == "client_disconnect"
     assert "error.type" not in (duration.attributes or {})
-    assert total(otel, a.REQUESTS_ACTIVE) == 0
+    assert otel.total(a.REQUESTS_ACTIVE) == 0
 
 
 async def test_cancel_after_side_effect(otel: Otel) -> None:
     """A cancel after ctx.side_effect: flagged on the span and on the cancellations counter."""
-    handlers = Handlers()
-    app = build_app(otel, handlers)
-    await disconnect_after(app, "tools/call", {"name": "charge", "arguments": {}}, handlers.started)
-    span = only(otel, "tools/call charge")
+    probe = Probe()
+    app = build_app(otel, probe)
+    charge = wire_for("tools/call", {"name": "charge", "arguments": {}}, leave_on=probe.started)
+    await charge.run(app)
+    span = otel.span("tools/call charge")
     assert attrs(span)["mcp_asgi.side_effect.name"] == "charge_card"
     assert attrs(span)["mcp_asgi.cancellation.after_side_effect"] is True
     assert event_names(span) == ["mcp_asgi.side_effect", "mcp_asgi.cancellation"]
     assert span.status.status_code is StatusCode.UNSET
-    assert total(otel, a.CANCELLATIONS, {"mcp_asgi.cancellation.after_side_effect": True}) == 1
+    assert otel.total(a.CANCELLATIONS, {"mcp_asgi.cancellation.after_side_effect": True}) == 1
 
 
 async def test_cancel_after_the_work_is_done_is_too_late(otel: Otel) -> None:
     """A reply that cannot be sent after the handler finished: outcome too_late, no latency."""
     app = build_app(otel)
     params = {"name": "echo", "arguments": {"text": "hi"}}
-    assert await disconnect_after(app, "tools/call", params, anyio.Event(), broken_pipe=True) == []
-    span = only(otel, "tools/call echo")
+    wire = wire_for("tools/call", params)
+    wire.fail_sends = True
+    assert (await wire.run(app)).sent == []
+    span = otel.span("tools/call echo")
     assert attrs(span)["mcp_asgi.cancellation.reason"] == "client_disconnect"
     assert attrs(span)["mcp_asgi.cancellation.outcome"] == "too_late"
     assert "mcp_asgi.cancellation.latency" not in attrs(span)
     assert span.status.status_code is StatusCode.UNSET
-    assert total(otel, a.CANCELLATIONS, {"mcp_asgi.cancellation.outcome": "too_late"}) == 1
-    assert histograms(otel, a.CANCELLATION_LATENCY_METRIC) == []
+    assert otel.total(a.CANCELLATIONS, {"mcp_asgi.cancellation.outcome": "too_late"}) == 1
+    assert otel.histograms(a.CANCELLATION_LATENCY_METRIC) == []
 
 
 async def test_timeout_is_an_error(otel: Otel) -> None:
     """A server timeout: reason timeout, ERROR, error.type timeout; the client got an error."""
     response = await call(build_app(otel), "tools/call", {"name": "stuck", "arguments": {}})
-    error = response.json()["error"]
+    error = response.final["error"]
     assert error["code"] == -32603
     assert error["data"] == {"reason": "timeout"}
-    span = only(otel, "tools/call stuck")
+    span = otel.span("tools/call stuck")
     attributes = attrs(span)
     assert attributes["mcp_asgi.cancellation.reason"] == "timeout"
     assert attributes["mcp_asgi.cancellation.outcome"] == "exited"
@@ -325,25 +310,21 @@ async def test_timeout_is_an_error(otel: Otel) -> None:
     assert span.status.status_code is StatusCode.ERROR
     assert span.status.description == error["message"]
     assert "exception" not in event_names(span)
-    assert total(otel, a.CANCELLATIONS, {"mcp_asgi.cancellation.reason": "timeout"}) == 1
+    assert otel.total(a.CANCELLATIONS, {"mcp_asgi.cancellation.reason": "timeout"}) == 1
 
 
 async def test_server_shutdown_is_an_error(otel: Otel) -> None:
     """Lifespan shutdown cancels in-flight calls: reason server_shutdown, ERROR, error reply."""
-    handlers = Handlers()
-    app = build_app(otel, handlers, response_mode="json")
-    sent: list[dict[str, Any]] = []
-
-    async def run() -> None:
-        sent.extend(await disconnect_after(app, "tools/call", {"name": "slow"}, anyio.Event()))
-
+    probe = Probe()
+    app = build_app(otel, probe, response_mode="json")
+    wire = wire_for("tools/call", {"name": "slow"})
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(run)
-        await wait_event(handlers.started)
+        tasks.start_soon(wire.run, app)
+        await wait_for(probe.started)
         await app.cancel_inflight()
-    reply = json.loads(sent[-1]["body"])
+    reply = json.loads(wire.sent[-1]["body"])
     assert reply["error"]["data"] == {"reason": "server_shutdown"}
-    span = only(otel, "tools/call slow")
+    span = otel.span("tools/call slow")
     assert attrs(span)["mcp_asgi.cancellation.reason"] == "server_shutdown"
     assert attrs(span)["error.type"] == "server_shutdown"
     assert attrs(span)["rpc.response.status_code"] == "-32603"
@@ -353,14 +334,14 @@ async def test_server_shutdown_is_an_error(otel: Otel) -> None:
 @pytest.mark.parametrize("reason", list(CancelReason))
 async def test_status_follows_who_cancelled(otel: Otel, reason: CancelReason) -> None:
     """Client-initiated reasons leave the span UNSET; server-initiated ones are errors."""
-    handlers = Handlers()
-    app = build_app(otel, handlers, response_mode="json")
+    probe = Probe()
+    app = build_app(otel, probe, response_mode="json")
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(disconnect_after, app, "tools/call", {"name": "slow"}, anyio.Event())
-        await wait_event(handlers.started)
-        assert handlers.ctx is not None
-        handlers.ctx._scope.cancel(reason)
-    span = only(otel, "tools/call slow")
+        tasks.start_soon(wire_for("tools/call", {"name": "slow"}).run, app)
+        await wait_for(probe.started)
+        assert probe.ctx is not None
+        probe.ctx._scope.cancel(reason)
+    span = otel.span("tools/call slow")
     assert attrs(span)["mcp_asgi.cancellation.reason"] == reason.value
     assert attrs(span)["mcp_asgi.cancellation.outcome"] == "exited"
     assert "exception" not in event_names(span)
@@ -372,41 +353,40 @@ async def test_status_follows_who_cancelled(otel: Otel, reason: CancelReason) ->
         assert span.status.status_code is StatusCode.ERROR
         assert attrs(span)["error.type"] == reason.value
         assert attrs(span)["rpc.response.status_code"] == "-32603"
-    assert total(otel, a.CANCELLATIONS, {"mcp_asgi.cancellation.reason": reason.value}) == 1
+    assert otel.total(a.CANCELLATIONS, {"mcp_asgi.cancellation.reason": reason.value}) == 1
 
 
 async def test_max_request_duration_is_a_timeout(otel: Otel) -> None:
     """`max_request_duration` cancels with reason timeout, like a tool's own timeout."""
-    handlers = Handlers()
-    app = build_app(otel, handlers, max_request_duration=0.2)
+    probe = Probe()
+    app = build_app(otel, probe, max_request_duration=0.2)
     response = await call(app, "tools/call", {"name": "slow", "arguments": {}})
-    assert response.json()["error"]["data"] == {"reason": "timeout"}
-    span = only(otel, "tools/call slow")
+    assert response.final["error"]["data"] == {"reason": "timeout"}
+    span = otel.span("tools/call slow")
     assert attrs(span)["error.type"] == "timeout"
     assert span.status.status_code is StatusCode.ERROR
 
 
 async def test_orphan_span_ends_at_grace_and_gauge_falls_when_it_exits(otel: Otel) -> None:
     """A thread past the grace period: span ends orphaned (ERROR); orphans.active 1 then 0."""
-    handlers = Handlers()
-    app = build_app(otel, handlers, cancel_grace=0.05)
+    probe = Probe()
+    app = build_app(otel, probe, cancel_grace=0.05)
     try:
-        await disconnect_after(
-            app, "tools/call", {"name": "hog", "arguments": {}}, handlers.started
-        )
-        span = only(otel, "tools/call hog")
+        hog = wire_for("tools/call", {"name": "hog", "arguments": {}}, leave_on=probe.started)
+        await hog.run(app)
+        span = otel.span("tools/call hog")
         assert attrs(span)["mcp_asgi.cancellation.outcome"] == "orphaned"
         assert attrs(span)["error.type"] == "orphaned"
         assert "mcp_asgi.cancellation.latency" not in attrs(span)
         assert span.status.status_code is StatusCode.ERROR
-        assert total(otel, a.ORPHANS_ACTIVE) == 1
-        assert histograms(otel, a.CANCELLATION_LATENCY_METRIC) == []
+        assert otel.total(a.ORPHANS_ACTIVE) == 1
+        assert otel.histograms(a.CANCELLATION_LATENCY_METRIC) == []
     finally:
-        handlers.release.set()
-    await until(lambda: total(otel, a.ORPHANS_ACTIVE) == 0)
-    (latency,) = histograms(otel, a.CANCELLATION_LATENCY_METRIC)
+        probe.release.set()
+    await eventually(lambda: otel.total(a.ORPHANS_ACTIVE) == 0)
+    (latency,) = otel.histograms(a.CANCELLATION_LATENCY_METRIC)
     assert (latency.attributes or {})["mcp_asgi.cancellation.outcome"] == "orphaned"
-    assert total(otel, a.REQUESTS_ACTIVE) == 0
+    assert otel.total(a.REQUESTS_ACTIVE) == 0
 
 
 # -- parents and nesting ----------------------------------------------------------------
@@ -426,9 +406,9 @@ async def test_parent_from_meta_with_link_to_http_span(otel: Otel) -> None:
         "baggage": "tenant=acme",
     }
     response = await call(app, "tools/call", {"name": "whoami", "arguments": {}}, meta=meta)
-    seen = result_of(response)["structuredContent"]
-    span = only(otel, "tools/call whoami")
-    (http,) = [s for s in otel.spans.get_finished_spans() if s.name == "POST /mcp"]
+    seen = response.result["structuredContent"]
+    span = otel.span("tools/call whoami")
+    (http,) = otel.finished("POST /mcp")
     assert span.context is not None
     assert http.context is not None
     assert span.context.trace_id == TRACE_ID
@@ -448,30 +428,30 @@ async def test_parent_from_meta_with_link_to_http_span(otel: Otel) -> None:
 async def test_without_sdk_meta_context_still_reaches_the_handler() -> None:
     """With no-op providers nothing is recorded, yet the handler runs in the `_meta` context."""
     app = McpMiddleware(
-        plain,
-        server=build_server(Handlers()),
+        host_app(),
+        server=outcomes_server(Probe()),
         settings=McpSettings(response_mode="json"),
         tracer_provider=trace.NoOpTracerProvider(),
         meter_provider=metrics.NoOpMeterProvider(),
     )
     meta = {"traceparent": f"00-{TRACE_ID:032x}-{PARENT_ID:016x}-01", "baggage": "tenant=acme"}
     response = await call(app, "tools/call", {"name": "whoami", "arguments": {}}, meta=meta)
-    seen = result_of(response)["structuredContent"]
+    seen = response.result["structuredContent"]
     assert seen == {
         "trace_id": f"{TRACE_ID:032x}",
         "span_id": f"{PARENT_ID:016x}",
         "tenant": "acme",
     }
     plain_response = await call(app, "tools/call", {"name": "whoami", "arguments": {}})
-    assert result_of(plain_response)["structuredContent"]["trace_id"] == "0" * 32
+    assert plain_response.result["structuredContent"]["trace_id"] == "0" * 32
 
 
 async def test_invalid_meta_traceparent_falls_back_to_ambient(otel: Otel) -> None:
     """A malformed `_meta.traceparent` is ignored: the HTTP span is the parent, no link."""
     app = OpenTelemetryMiddleware(build_app(otel), tracer_provider=otel.tracer_provider)
     await call(app, "tools/list", meta={"traceparent": "00-garbage-01"})
-    span = only(otel, "tools/list")
-    (http,) = [s for s in otel.spans.get_finished_spans() if s.name == "POST /mcp"]
+    span = otel.span("tools/list")
+    (http,) = otel.finished("POST /mcp")
     assert span.parent is not None
     assert http.context is not None
     assert span.parent.span_id == http.context.span_id
@@ -482,8 +462,8 @@ async def test_nested_under_asgi_instrumentation(otel: Otel) -> None:
     """Under OpenTelemetryMiddleware, the MCP span is a child of the HTTP server span."""
     app = OpenTelemetryMiddleware(build_app(otel), tracer_provider=otel.tracer_provider)
     await call(app, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
-    span = only(otel, "tools/call echo")
-    (http,) = [s for s in otel.spans.get_finished_spans() if s.name == "POST /mcp"]
+    span = otel.span("tools/call echo")
+    (http,) = otel.finished("POST /mcp")
     assert http.kind is SpanKind.SERVER
     assert span.parent is not None
     assert http.context is not None
@@ -499,7 +479,7 @@ def fastapi_app(otel: Otel) -> Iterator[FastAPI]:
     app = FastAPI()
     app.add_middleware(
         McpMiddleware,
-        server=build_server(Handlers()),
+        server=outcomes_server(Probe()),
         settings=McpSettings(response_mode="json"),
         tracer_provider=otel.tracer_provider,
         meter_provider=otel.meter_provider,
@@ -514,8 +494,8 @@ def fastapi_app(otel: Otel) -> Iterator[FastAPI]:
 async def test_nested_under_fastapi_instrumentation(otel: Otel, fastapi_app: FastAPI) -> None:
     """Under FastAPIInstrumentor, the MCP span is a child of the HTTP server span."""
     response = await call(fastapi_app, "tools/call", {"name": "echo", "arguments": {"text": "x"}})
-    assert result_of(response)["content"][0]["text"] == "x"
-    span = only(otel, "tools/call echo")
+    assert response.result["content"][0]["text"] == "x"
+    span = otel.span("tools/call echo")
     servers = [
         s for s in otel.spans.get_finished_spans() if s.kind is SpanKind.SERVER and s is not span
     ]
@@ -534,22 +514,14 @@ async def test_duration_metric(otel: Otel) -> None:
     await call(app, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
     await call(app, "tools/call", {"name": "broken", "arguments": {}})
     points = {
-        (p.attributes or {})["gen_ai.tool.name"]: p for p in histograms(otel, a.OPERATION_DURATION)
+        (p.attributes or {})["gen_ai.tool.name"]: p for p in otel.histograms(a.OPERATION_DURATION)
     }
     echo, broken = points["echo"], points["broken"]
     assert tuple(echo.explicit_bounds) == a.DURATION_BUCKETS
     assert echo.count == 1
-    assert dict(echo.attributes or {}) == {
-        "mcp.method.name": "tools/call",
-        "mcp.protocol.version": "2026-07-28",
-        "gen_ai.tool.name": "echo",
-        "gen_ai.operation.name": "execute_tool",
-        "network.transport": "tcp",
-        "network.protocol.name": "http",
-        "network.protocol.version": "1.1",
-    }
+    assert dict(echo.attributes or {}) == ECHO_CALL
     assert (broken.attributes or {})["error.type"] == "tool_error"
-    (active,) = numbers(otel, a.REQUESTS_ACTIVE)
+    (active,) = otel.numbers(a.REQUESTS_ACTIVE)
     assert dict(active.attributes or {}) == {"mcp.method.name": "tools/call"}
     assert active.value == 0
 
@@ -588,7 +560,7 @@ async def test_no_ids_uris_or_arguments_on_metrics(otel: Otel) -> None:
 async def test_record_arguments_off_by_default(otel: Otel) -> None:
     """Tool arguments and results are not on spans unless the user opts in."""
     await call(build_app(otel), "tools/call", {"name": "echo", "arguments": {"text": SECRET}})
-    span = only(otel, "tools/call echo")
+    span = otel.span("tools/call echo")
     assert "gen_ai.tool.call.arguments" not in attrs(span)
     assert "gen_ai.tool.call.result" not in attrs(span)
     assert not any(SECRET in str(value) for value in attrs(span).values())
@@ -599,12 +571,12 @@ async def test_record_arguments_on(otel: Otel) -> None:
     app = build_app(otel, record_arguments=True)
     await call(app, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
     await call(app, "tools/list")
-    span = only(otel, "tools/call echo")
+    span = otel.span("tools/call echo")
     assert json.loads(attrs(span)["gen_ai.tool.call.arguments"]) == {"text": "hi"}
     result = json.loads(attrs(span)["gen_ai.tool.call.result"])
     assert result["content"] == [{"type": "text", "text": "hi"}]
     assert "_meta" not in result
-    assert "gen_ai.tool.call.result" not in attrs(only(otel, "tools/list"))
+    assert "gen_ai.tool.call.result" not in attrs(otel.span("tools/list"))
 
 
 # -- telemetry never breaks a request ----------------------------------------------------
@@ -619,26 +591,8 @@ class ExplodingSpan(trace.NonRecordingSpan):
     def _explode(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("span exploded")
 
-    def is_recording(self) -> bool:
-        raise RuntimeError("span exploded")
-
-    def set_attribute(self, *args: Any, **kwargs: Any) -> None:
-        self._explode()
-
-    def set_attributes(self, *args: Any, **kwargs: Any) -> None:
-        self._explode()
-
-    def add_event(self, *args: Any, **kwargs: Any) -> None:
-        self._explode()
-
-    def set_status(self, *args: Any, **kwargs: Any) -> None:
-        self._explode()
-
-    def record_exception(self, *args: Any, **kwargs: Any) -> None:
-        self._explode()
-
-    def end(self, *args: Any, **kwargs: Any) -> None:
-        self._explode()
+    is_recording = set_attribute = set_attributes = add_event = _explode
+    set_status = record_exception = end = _explode
 
 
 class ExplodingTracer(trace.Tracer):
@@ -681,8 +635,8 @@ async def test_telemetry_failure_does_not_break_requests(
 ) -> None:
     """A tracer provider whose spans raise: calls, errors and timeouts still answer."""
     mcp = McpMiddleware(
-        plain,
-        server=build_server(Handlers()),
+        host_app(),
+        server=outcomes_server(Probe()),
         settings=McpSettings(record_arguments=True),
         tracer_provider=ExplodingTracerProvider(where),
         meter_provider=ExplodingMeterProvider() if where == "provider" else None,
@@ -692,10 +646,10 @@ async def test_telemetry_failure_does_not_break_requests(
         failed = await call(mcp, "resources/read", {"uri": "boom://x"})
         timed_out = await call(mcp, "tools/call", {"name": "stuck", "arguments": {}})
         rejected = await call(mcp, "made/up", {})
-    assert result_of(ok)["content"][0]["text"] == "hi"
-    assert failed.json()["error"]["code"] == -32603
-    assert timed_out.json()["error"]["data"] == {"reason": "timeout"}
-    assert rejected.json()["error"]["code"] == -32601
+    assert ok.result["content"][0]["text"] == "hi"
+    assert failed.final["error"]["code"] == -32603
+    assert timed_out.final["error"]["data"] == {"reason": "timeout"}
+    assert rejected.final["error"]["code"] == -32601
     failures = [r for r in caplog.records if r.name == "mcp_asgi.telemetry"]
     assert failures
     assert failures[0].levelno == logging.WARNING
@@ -704,11 +658,11 @@ async def test_telemetry_failure_does_not_break_requests(
 
 async def test_disconnect_with_exploding_telemetry_still_cancels() -> None:
     """Even when every span call raises, a disconnect still stops the handler."""
-    handlers = Handlers()
+    probe = Probe()
     app = McpMiddleware(
-        plain,
-        server=build_server(handlers),
+        host_app(),
+        server=outcomes_server(probe),
         tracer_provider=ExplodingTracerProvider("span"),
     )
-    await disconnect_after(app, "tools/call", {"name": "slow", "arguments": {}}, handlers.started)
-    assert handlers.exited.is_set()
+    await wire_for("tools/call", {"name": "slow", "arguments": {}}, leave_on=probe.started).run(app)
+    assert probe.exited.is_set()

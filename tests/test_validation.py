@@ -12,10 +12,9 @@ import pytest
 from pydantic import Field
 
 from mcp_asgi import McpMiddleware, McpServer, McpSettings
-from mcp_asgi._asgi import Receive, Scope, Send
 from mcp_asgi.testing import McpResponse, McpTestClient, serve
 
-from .asgi_call import Reply, asgi_request, mcp_body, mcp_headers
+from .helpers import Wire, asgi_request, http_scope, mcp_app, mcp_body, mcp_headers, post
 
 ID = 7
 Region = Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]
@@ -53,17 +52,8 @@ def build_server() -> McpServer:
     return server
 
 
-async def not_found(scope: Scope, receive: Receive, send: Send) -> None:
-    await send({"type": "http.response.start", "status": 404, "headers": []})
-    await send({"type": "http.response.body", "body": b"host app"})
-
-
 def make_app(**settings: Any) -> McpMiddleware:
-    return McpMiddleware(
-        not_found,
-        server=build_server(),
-        settings=McpSettings(**{"max_body_bytes": 1024, **settings}),
-    )
+    return mcp_app(build_server(), **{"max_body_bytes": 1024, **settings})
 
 
 # -- building requests ---------------------------------------------------------------
@@ -121,6 +111,13 @@ def case(name: str, status: int, code: int | None, **kw: Any) -> Any:
     return pytest.param(Case(name, status, code, **kw), id=name)
 
 
+def param(name: str, status: int, code: int | None, arguments: Any, **headers: str) -> Any:
+    """A call of `regional` with `arguments`, sending each of `headers` as Mcp-Param-<key>."""
+    params = {f"mcp-param-{key}": value for key, value in headers.items()}
+    return case(name, status, code, body=regional(**arguments), headers=params)
+
+
+EU = {"region": "eu"}
 OK, INVALID_REQUEST, PARSE, NOT_FOUND, PARAMS = 200, -32600, -32700, -32601, -32602
 MISMATCH, UNSUPPORTED = -32020, -32022
 
@@ -277,129 +274,31 @@ CASES = [
         headers={"mcp-name": "docs://other"},
     ),
     # Mcp-Param-*
-    case("param-match", OK, None, body=regional(region="eu"), headers={"mcp-param-region": "eu"}),
-    case("param-missing", 400, MISMATCH, body=regional(region="eu")),
-    case(
-        "param-mismatch",
-        400,
-        MISMATCH,
-        body=regional(region="eu"),
-        headers={"mcp-param-region": "us"},
-    ),
-    case(
-        "param-case-sensitive",
-        400,
-        MISMATCH,
-        body=regional(region="eu"),
-        headers={"mcp-param-region": "EU"},
-    ),
-    case(
-        "param-padded", OK, None, body=regional(region="eu"), headers={"mcp-param-region": "  eu\t"}
-    ),
-    case(
-        "param-base64",
-        OK,
-        None,
-        body=regional(region=" eü "),
-        headers={"mcp-param-region": b64(" eü ")},
-    ),
-    case(
-        "param-bad-base64",
-        400,
-        MISMATCH,
-        body=regional(region="eu"),
-        headers={"mcp-param-region": "=?base64?e===?="},
-    ),
-    case(
-        "param-int",
-        OK,
-        None,
-        body=regional(region="eu", count=42),
-        headers={"mcp-param-region": "eu", "mcp-param-count": "42"},
-    ),
-    case(
-        "param-int-decimal",
-        OK,
-        None,
-        body=regional(region="eu", count=42),
-        headers={"mcp-param-region": "eu", "mcp-param-count": "42.0"},
-    ),
-    case(
-        "param-int-body-float",
-        OK,
-        None,
-        body=regional(region="eu", count=42.0),
-        headers={"mcp-param-region": "eu", "mcp-param-count": "42"},
-    ),
-    case(
-        "param-int-mismatch",
-        400,
-        MISMATCH,
-        body=regional(region="eu", count=42),
-        headers={"mcp-param-region": "eu", "mcp-param-count": "43"},
-    ),
-    case(
-        "param-int-fraction",
-        400,
-        MISMATCH,
-        body=regional(region="eu", count=42),
-        headers={"mcp-param-region": "eu", "mcp-param-count": "42.5"},
-    ),
-    case(
-        "param-int-exponent",
-        400,
-        MISMATCH,
-        body=regional(region="eu", count=42),
-        headers={"mcp-param-region": "eu", "mcp-param-count": "4.2e1"},
-    ),
-    case(
-        "param-bool",
-        OK,
-        None,
-        body=regional(region="eu", flag=True),
-        headers={"mcp-param-region": "eu", "mcp-param-flag": "true"},
-    ),
-    case(
-        "param-bool-false",
-        OK,
-        None,
-        body=regional(region="eu", flag=False),
-        headers={"mcp-param-region": "eu", "mcp-param-flag": "false"},
-    ),
-    case(
-        "param-bool-capital",
-        400,
-        MISMATCH,
-        body=regional(region="eu", flag=True),
-        headers={"mcp-param-region": "eu", "mcp-param-flag": "True"},
-    ),
-    case(
-        "param-bool-digit",
-        400,
-        MISMATCH,
-        body=regional(region="eu", flag=True),
-        headers={"mcp-param-region": "eu", "mcp-param-flag": "1"},
-    ),
-    case(
-        "param-absent-no-header",
-        OK,
-        None,
-        body=regional(region="eu"),
-        headers={"mcp-param-region": "eu"},
-    ),
-    case("param-null-no-header", OK, None, body=regional(region=None)),
-    case(
-        "param-header-without-value",
-        400,
-        MISMATCH,
-        body=regional(region="eu"),
-        headers={"mcp-param-region": "eu", "mcp-param-count": "3"},
-    ),
+    param("param-match", OK, None, EU, region="eu"),
+    param("param-missing", 400, MISMATCH, EU),
+    param("param-mismatch", 400, MISMATCH, EU, region="us"),
+    param("param-case-sensitive", 400, MISMATCH, EU, region="EU"),
+    param("param-padded", OK, None, EU, region="  eu\t"),
+    param("param-base64", OK, None, {"region": " eü "}, region=b64(" eü ")),
+    param("param-bad-base64", 400, MISMATCH, EU, region="=?base64?e===?="),
+    param("param-int", OK, None, {**EU, "count": 42}, region="eu", count="42"),
+    param("param-int-decimal", OK, None, {**EU, "count": 42}, region="eu", count="42.0"),
+    param("param-int-body-float", OK, None, {**EU, "count": 42.0}, region="eu", count="42"),
+    param("param-int-mismatch", 400, MISMATCH, {**EU, "count": 42}, region="eu", count="43"),
+    param("param-int-fraction", 400, MISMATCH, {**EU, "count": 42}, region="eu", count="42.5"),
+    param("param-int-exponent", 400, MISMATCH, {**EU, "count": 42}, region="eu", count="4.2e1"),
+    param("param-bool", OK, None, {**EU, "flag": True}, region="eu", flag="true"),
+    param("param-bool-false", OK, None, {**EU, "flag": False}, region="eu", flag="false"),
+    param("param-bool-capital", 400, MISMATCH, {**EU, "flag": True}, region="eu", flag="True"),
+    param("param-bool-digit", 400, MISMATCH, {**EU, "flag": True}, region="eu", flag="1"),
+    param("param-absent-no-header", OK, None, EU, region="eu"),
+    param("param-null-no-header", OK, None, {"region": None}),
+    param("param-header-without-value", 400, MISMATCH, EU, region="eu", count="3"),
     case(
         "param-duplicated",
         400,
         MISMATCH,
-        body=regional(region="eu"),
+        body=regional(**EU),
         headers={"mcp-param-region": "eu"},
         extra_headers=[("mcp-param-region", "eu")],
     ),
@@ -570,12 +469,7 @@ async def test_405_allows_post() -> None:
 )
 async def test_accept_picks_reply_format(accept: str | None, content_type: str) -> None:
     """No Accept or JSON-only is answered with JSON, SSE-only with SSE, both with `auto`."""
-    body = tool_call()
-    reply = await asgi_request(
-        make_app(),
-        headers=mcp_headers(body, accept=accept),
-        body=json.dumps(body).encode(),
-    )
+    reply = await post(make_app(), tool_call(), accept=accept)
     assert reply.status == 200
     assert reply.content_type == content_type
     assert reply.result["content"] == [{"type": "text", "text": "hi"}]
@@ -614,15 +508,7 @@ async def test_body_limit_does_not_read_a_declared_oversize_body() -> None:
     reads = 0
     sent: list[dict[str, Any]] = []
     body = tool_call()
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/mcp",
-        "root_path": "",
-        "headers": [(k.encode(), v.encode()) for k, v in mcp_headers(body)]
-        + [(b"content-length", b"999999")],
-        "server": ("127.0.0.1", 8000),
-    }
+    scope = http_scope([*mcp_headers(body), ("content-length", "999999")])
 
     async def receive() -> dict[str, Any]:
         nonlocal reads
@@ -637,7 +523,7 @@ async def test_body_limit_does_not_read_a_declared_oversize_body() -> None:
     assert sent[0]["status"] == 413
 
 
-def unsupported_version_reply(reply: Reply) -> dict[str, Any]:
+def unsupported_version_reply(reply: Wire) -> dict[str, Any]:
     assert reply.status == 400
     assert reply.error["code"] == UNSUPPORTED
     assert reply.final["id"] == ID
@@ -648,18 +534,14 @@ def unsupported_version_reply(reply: Reply) -> dict[str, Any]:
 async def test_unsupported_version_names_supported_and_requested() -> None:
     """An unsupported version is -32022 with data.supported and data.requested."""
     body = with_meta(tool_call(), protocolVersion="2099-01-01")
-    headers = mcp_headers(body, mcp_protocol_version="2099-01-01")
-    reply = await asgi_request(make_app(), headers=headers, body=json.dumps(body).encode())
+    reply = await post(make_app(), body, mcp_protocol_version="2099-01-01")
     data = unsupported_version_reply(reply)
     assert data == {"supported": ["2026-07-28"], "requested": "2099-01-01"}
 
 
 async def test_removed_methods_name_supported_versions() -> None:
     """`initialize` is 404/-32601 and its error names the versions this server speaks."""
-    body = mcp_body("initialize")
-    reply = await asgi_request(
-        make_app(), headers=mcp_headers(body), body=json.dumps(body).encode()
-    )
+    reply = await post(make_app(), mcp_body("initialize"))
     assert reply.status == 404
     assert reply.error["data"] == {"supported": ["2026-07-28"]}
 
@@ -675,9 +557,7 @@ async def test_removed_methods_name_supported_versions() -> None:
 )
 async def test_notification_is_accepted_with_empty_202(body: dict[str, Any]) -> None:
     """A notification POST is answered 202 with an empty body (and ignored)."""
-    reply = await asgi_request(
-        make_app(), headers=mcp_headers(tool_call()), body=json.dumps(body).encode()
-    )
+    reply = await post(make_app(), body, headers_of=tool_call())
     assert reply.status == 202
     assert reply.body == b""
 
@@ -686,11 +566,8 @@ async def test_cancelled_notification_does_not_cancel_anything() -> None:
     """`notifications/cancelled` over HTTP names a request but is ignored: it is stdio's."""
     app = make_app()
     cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": ID}}
-    first = await asgi_request(
-        app, headers=mcp_headers(tool_call()), body=json.dumps(cancel).encode()
-    )
-    body = tool_call()
-    second = await asgi_request(app, headers=mcp_headers(body), body=json.dumps(body).encode())
+    first = await post(app, cancel, headers_of=tool_call())
+    second = await post(app, tool_call())
     assert first.status == 202
     assert second.result["content"][0]["text"] == "hi"
 
