@@ -8,13 +8,14 @@ from typing import Any
 import anyio
 import pytest
 from pydantic import BaseModel
-from starlette.applications import Starlette
 from starlette.authentication import AuthCredentials, AuthenticationBackend, SimpleUser
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection
 
-from mcp_asgi import Context, McpMiddleware, McpServer, McpSettings
+from mcp_asgi import Context, McpMiddleware, McpServer
 from mcp_asgi.testing import McpResponse, McpTestClient, serve
+
+from .helpers import mcp_app, serving
 
 KEY = "a-shared-secret-of-the-replicas"
 ASK = {"type": "object", "properties": {"seats": {"type": "integer"}}, "required": ["seats"]}
@@ -81,11 +82,9 @@ def build_server(runs: list[str] | None = None) -> McpServer:
     return server
 
 
-def build_app(server: McpServer, **settings: Any) -> Starlette:
+def build_app(server: McpServer, **settings: Any) -> McpMiddleware:
     settings.setdefault("request_state_key", KEY)
-    app = Starlette()
-    app.add_middleware(McpMiddleware, server=server, settings=McpSettings(**settings))
-    return app
+    return mcp_app(server, **settings)
 
 
 _ids = itertools.count(100)
@@ -98,11 +97,29 @@ async def call(
     return await client.request(method, {**params, **retry}, id=next(_ids))
 
 
+async def ask(client: McpTestClient, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The result of a first round."""
+    result: dict[str, Any] = (await call(client, method, params)).final["result"]
+    return result
+
+
+async def answer(
+    client: McpTestClient,
+    method: str,
+    params: dict[str, Any],
+    state: str,
+    answers: dict[str, Any] | None = None,
+) -> McpResponse:
+    """The retry of a round: the same request (fresh id), its answers and sealed state."""
+    if answers is None:
+        return await call(client, method, params, requestState=state)
+    return await call(client, method, params, inputResponses=answers, requestState=state)
+
+
 async def test_elicitation_round_trip() -> None:
     """Round one ends with input_required; the retry (new id) re-runs the handler, answered."""
     runs: list[str] = []
-    with serve(build_app(build_server(runs))) as live:
-        client = McpTestClient(live.url + "/mcp", capabilities=ELICIT)
+    with serving(build_app(build_server(runs)), capabilities=ELICIT) as client:
         params = {"name": "book", "arguments": {"city": "Oslo"}}
         first = await call(client, "tools/call", params)
         result = first.final["result"]
@@ -119,14 +136,8 @@ async def test_elicitation_round_trip() -> None:
             }
         }
         assert isinstance(result["requestState"], str)
-        answer = {"action": "accept", "content": {"seats": 2}}
-        second = await call(
-            client,
-            "tools/call",
-            params,
-            inputResponses={"elicitation-1": answer},
-            requestState=result["requestState"],
-        )
+        seats = {"elicitation-1": {"action": "accept", "content": {"seats": 2}}}
+        second = await answer(client, "tools/call", params, result["requestState"], seats)
     assert second.final["result"]["content"] == [{"type": "text", "text": "Oslo: 2 seats"}]
     assert second.final["result"]["resultType"] == "complete"
     assert runs == ["book", "book"]
@@ -134,28 +145,16 @@ async def test_elicitation_round_trip() -> None:
 
 async def test_declined_and_typed_answers() -> None:
     """A decline reaches the handler as such; a model schema yields a model instance."""
-    with serve(build_app(build_server())) as live:
-        client = McpTestClient(live.url + "/mcp", capabilities=ELICIT)
+    with serving(build_app(build_server()), capabilities=ELICIT) as client:
         params = {"name": "book", "arguments": {"city": "Rome"}}
-        state = (await call(client, "tools/call", params)).final["result"]["requestState"]
-        declined = await call(
-            client,
-            "tools/call",
-            params,
-            inputResponses={"elicitation-1": {"action": "decline"}},
-            requestState=state,
-        )
+        state = (await ask(client, "tools/call", params))["requestState"]
+        decline = {"elicitation-1": {"action": "decline"}}
+        declined = await answer(client, "tools/call", params, state, decline)
         typed = {"name": "typed", "arguments": {}}
-        first = (await call(client, "tools/call", typed)).final["result"]
+        first = await ask(client, "tools/call", typed)
         schema = first["inputRequests"]["elicitation-1"]["params"]["requestedSchema"]
-        answer = {"action": "accept", "content": {"seats": 4}}
-        done = await call(
-            client,
-            "tools/call",
-            typed,
-            inputResponses={"elicitation-1": answer},
-            requestState=first["requestState"],
-        )
+        seats = {"elicitation-1": {"action": "accept", "content": {"seats": 4}}}
+        done = await answer(client, "tools/call", typed, first["requestState"], seats)
     assert declined.final["result"]["content"][0]["text"] == "not booked: decline"
     assert schema["properties"]["seats"]["type"] == "integer"
     assert done.final["result"]["structuredContent"] == {"result": 4}
@@ -164,37 +163,27 @@ async def test_declined_and_typed_answers() -> None:
 async def test_questions_in_turn_take_one_round_each() -> None:
     """Earlier answers travel in the sealed state; the handler runs once per round."""
     runs: list[str] = []
-    with serve(build_app(build_server(runs))) as live:
-        client = McpTestClient(live.url + "/mcp", capabilities=EVERYTHING)
+    with serving(build_app(build_server(runs)), capabilities=EVERYTHING) as client:
         params = {"name": "steps", "arguments": {}}
-        one = (await call(client, "tools/call", params)).final["result"]
+        one = await ask(client, "tools/call", params)
         name = {"elicitation-1": {"action": "accept", "content": {"name": "Ada"}}}
-        two = (
-            await call(
-                client, "tools/call", params, inputResponses=name, requestState=one["requestState"]
-            )
-        ).final["result"]
+        retried = await answer(client, "tools/call", params, one["requestState"], name)
+        two = retried.final["result"]
         assert list(two["inputRequests"]) == ["sampling-2"]
         sampled = two["inputRequests"]["sampling-2"]["params"]
         assert sampled["maxTokens"] == 20
         reply = {"role": "assistant", "content": {"type": "text", "text": "Hi Ada"}, "model": "m"}
-        three = await call(
-            client,
-            "tools/call",
-            params,
-            inputResponses={"sampling-2": reply},
-            requestState=two["requestState"],
-        )
+        sample = {"sampling-2": reply}
+        three = await answer(client, "tools/call", params, two["requestState"], sample)
     assert three.final["result"]["content"][0]["text"] == "Hi Ada"
     assert runs == ["steps", "steps", "steps"]
 
 
 async def test_gather_asks_several_questions_in_one_round() -> None:
     """ctx.gather returns one InputRequiredResult listing every unanswered question."""
-    with serve(build_app(build_server())) as live:
-        client = McpTestClient(live.url + "/mcp", capabilities=EVERYTHING)
+    with serving(build_app(build_server()), capabilities=EVERYTHING) as client:
         params = {"name": "together", "arguments": {}}
-        first = (await call(client, "tools/call", params)).final["result"]
+        first = await ask(client, "tools/call", params)
         assert {k: v["method"] for k, v in first["inputRequests"].items()} == {
             "elicitation-1": "elicitation/create",
             "roots-2": "roots/list",
@@ -204,23 +193,16 @@ async def test_gather_asks_several_questions_in_one_round() -> None:
             "roots-2": {"roots": [{"uri": "file:///w", "name": "w"}]},
             "unknown": {"ignored": True},
         }
-        done = await call(
-            client, "tools/call", params, inputResponses=answers, requestState=first["requestState"]
-        )
+        done = await answer(client, "tools/call", params, first["requestState"], answers)
     assert done.final["result"]["content"][0]["text"] == "cancel ['file:///w']"
 
 
 async def test_answers_without_the_sealed_state_are_asked_again() -> None:
     """inputResponses without requestState are not trusted: the question comes back."""
-    with serve(build_app(build_server())) as live:
-        client = McpTestClient(live.url + "/mcp", capabilities=ELICIT)
-        answer = {"elicitation-1": {"action": "accept", "content": {"seats": 1}}}
-        again = await call(
-            client,
-            "tools/call",
-            {"name": "book", "arguments": {"city": "Oslo"}},
-            inputResponses=answer,
-        )
+    with serving(build_app(build_server()), capabilities=ELICIT) as client:
+        seats = {"elicitation-1": {"action": "accept", "content": {"seats": 1}}}
+        params = {"name": "book", "arguments": {"city": "Oslo"}}
+        again = await call(client, "tools/call", params, inputResponses=seats)
     assert again.final["result"]["resultType"] == "input_required"
 
 
@@ -237,16 +219,13 @@ async def test_undeclared_capability_is_32021(
     tool: str, capabilities: dict[str, Any], required: dict[str, Any]
 ) -> None:
     """Asking for what the request did not declare: -32021, HTTP 400, requiredCapabilities."""
-    with serve(build_app(build_server())) as live:
-        client = McpTestClient(live.url + "/mcp", capabilities=capabilities)
+    with serving(build_app(build_server()), capabilities=capabilities) as client:
         params = {"name": tool, "arguments": {"city": "x"} if tool == "book" else {}}
         first = await call(client, "tools/call", params)
         if first.final.get("result", {}).get("resultType") == "input_required":
             state = first.final["result"]["requestState"]
-            answer = {"elicitation-1": {"action": "accept", "content": {}}}
-            first = await call(
-                client, "tools/call", params, inputResponses=answer, requestState=state
-            )
+            empty = {"elicitation-1": {"action": "accept", "content": {}}}
+            first = await answer(client, "tools/call", params, state, empty)
     assert first.status == 400
     error = first.final["error"]
     assert error["code"] == -32021
@@ -256,23 +235,16 @@ async def test_undeclared_capability_is_32021(
 async def test_resources_read_and_prompts_get_can_ask_and_retries_are_not_cached() -> None:
     """MRTR on resources/read and prompts/get; no cache hints on input_required, ttlMs 0 on
     the retry's result."""
-    with serve(build_app(build_server(), list_ttl_ms=60_000)) as live:
-        client = McpTestClient(live.url + "/mcp", capabilities=ELICIT)
-        first = (await call(client, "resources/read", {"uri": "res://secret"})).final["result"]
+    with serving(build_app(build_server(), list_ttl_ms=60_000), capabilities=ELICIT) as client:
+        secret = {"uri": "res://secret"}
+        first = await ask(client, "resources/read", secret)
         assert first["resultType"] == "input_required"
         assert "ttlMs" not in first
         assert "cacheScope" not in first
-        answer = {"elicitation-1": {"action": "accept", "content": {"seats": 1}}}
-        done = (
-            await call(
-                client,
-                "resources/read",
-                {"uri": "res://secret"},
-                inputResponses=answer,
-                requestState=first["requestState"],
-            )
-        ).final["result"]
-        prompt = (await call(client, "prompts/get", {"name": "greeting"})).final["result"]
+        seats = {"elicitation-1": {"action": "accept", "content": {"seats": 1}}}
+        retried = await answer(client, "resources/read", secret, first["requestState"], seats)
+        done = retried.final["result"]
+        prompt = await ask(client, "prompts/get", {"name": "greeting"})
     assert done["contents"][0]["text"] == "revealed"
     assert done["ttlMs"] == 0
     assert prompt["resultType"] == "input_required"
@@ -289,23 +261,17 @@ async def test_tampered_foreign_and_mismatched_state_is_rejected() -> None:
     """Altered state, state sealed with another key, or state of another request: 400."""
     params = {"name": "book", "arguments": {"city": "Oslo"}}
     with (
-        serve(build_app(build_server())) as a,
-        serve(build_app(build_server(), request_state_key="other")) as b,
+        serving(build_app(build_server()), capabilities=ELICIT) as client,
+        serving(build_app(build_server(), request_state_key="other"), capabilities=ELICIT) as b,
     ):
-        client = McpTestClient(a.url + "/mcp", capabilities=ELICIT)
-        state = (await call(client, "tools/call", params)).final["result"]["requestState"]
+        state = (await ask(client, "tools/call", params))["requestState"]
         head, payload, mac = state.split(".")
         flipped = payload[:-2] + ("A" if payload[-2] != "A" else "B") + payload[-1]
-        tampered = await call(client, "tools/call", params, requestState=f"{head}.{flipped}.{mac}")
-        garbage = await call(client, "tools/call", params, requestState="not-a-state")
+        tampered = await answer(client, "tools/call", params, f"{head}.{flipped}.{mac}")
+        garbage = await answer(client, "tools/call", params, "not-a-state")
         other = {"name": "book", "arguments": {"city": "Paris"}}
-        mismatch = await call(client, "tools/call", other, requestState=state)
-        foreign = await call(
-            McpTestClient(b.url + "/mcp", capabilities=ELICIT),
-            "tools/call",
-            params,
-            requestState=state,
-        )
+        mismatch = await answer(client, "tools/call", other, state)
+        foreign = await answer(b, "tools/call", params, state)
     assert await rejected(tampered) == "tampered"
     assert await rejected(garbage) == "malformed"
     assert await rejected(mismatch) == "mismatch"
@@ -315,44 +281,34 @@ async def test_tampered_foreign_and_mismatched_state_is_rejected() -> None:
 async def test_a_replica_with_the_shared_key_completes_the_round() -> None:
     """State issued by one replica is accepted by another that shares request_state_key."""
     params = {"name": "book", "arguments": {"city": "Oslo"}}
-    with serve(build_app(build_server())) as a, serve(build_app(build_server())) as b:
-        first = await call(McpTestClient(a.url + "/mcp", capabilities=ELICIT), "tools/call", params)
-        state = first.final["result"]["requestState"]
-        answer = {"elicitation-1": {"action": "accept", "content": {"seats": 3}}}
-        done = await call(
-            McpTestClient(b.url + "/mcp", capabilities=ELICIT),
-            "tools/call",
-            params,
-            inputResponses=answer,
-            requestState=state,
-        )
+    with (
+        serving(build_app(build_server()), capabilities=ELICIT) as a,
+        serving(build_app(build_server()), capabilities=ELICIT) as b,
+    ):
+        state = (await ask(a, "tools/call", params))["requestState"]
+        seats = {"elicitation-1": {"action": "accept", "content": {"seats": 3}}}
+        done = await answer(b, "tools/call", params, state, seats)
     assert done.final["result"]["content"][0]["text"] == "Oslo: 3 seats"
 
 
 async def test_expired_state_is_rejected() -> None:
     """State presented after request_state_ttl: 400, reason expired."""
     params = {"name": "book", "arguments": {"city": "Oslo"}}
-    with serve(build_app(build_server(), request_state_ttl=0.05)) as live:
-        client = McpTestClient(live.url + "/mcp", capabilities=ELICIT)
-        state = (await call(client, "tools/call", params)).final["result"]["requestState"]
+    app = build_app(build_server(), request_state_ttl=0.05)
+    with serving(app, capabilities=ELICIT) as client:
+        state = (await ask(client, "tools/call", params))["requestState"]
         await anyio.sleep(0.2)
-        expired = await call(client, "tools/call", params, requestState=state)
+        expired = await answer(client, "tools/call", params, state)
     assert await rejected(expired) == "expired"
 
 
 async def test_malformed_answers_are_invalid_params() -> None:
     """An answer that is not an ElicitResult: -32602, HTTP 400."""
     params = {"name": "book", "arguments": {"city": "Oslo"}}
-    with serve(build_app(build_server())) as live:
-        client = McpTestClient(live.url + "/mcp", capabilities=ELICIT)
-        state = (await call(client, "tools/call", params)).final["result"]["requestState"]
-        bad = await call(
-            client,
-            "tools/call",
-            params,
-            inputResponses={"elicitation-1": {"action": "maybe"}},
-            requestState=state,
-        )
+    with serving(build_app(build_server()), capabilities=ELICIT) as client:
+        state = (await ask(client, "tools/call", params))["requestState"]
+        maybe = {"elicitation-1": {"action": "maybe"}}
+        bad = await answer(client, "tools/call", params, state, maybe)
     assert bad.status == 400
     assert bad.final["error"]["code"] == -32602
     assert "inputResponses.elicitation-1" in bad.final["error"]["message"]
@@ -368,21 +324,18 @@ class HeaderAuth(AuthenticationBackend):
 
 async def test_state_is_bound_to_the_authenticated_principal() -> None:
     """State issued to alice is rejected for bob and for an anonymous caller."""
-    app = build_app(build_server())
-    app.add_middleware(AuthenticationMiddleware, backend=HeaderAuth())
+    app = AuthenticationMiddleware(build_app(build_server()), backend=HeaderAuth())
     params = {"name": "book", "arguments": {"city": "Oslo"}}
-    answer = {"elicitation-1": {"action": "accept", "content": {"seats": 5}}}
+    seats = {"elicitation-1": {"action": "accept", "content": {"seats": 5}}}
     with serve(app) as live:
         url = live.url + "/mcp"
         alice = McpTestClient(url, capabilities=ELICIT, headers={"x-user": "alice"})
         bob = McpTestClient(url, capabilities=ELICIT, headers={"x-user": "bob"})
         anonymous = McpTestClient(url, capabilities=ELICIT)
-        state = (await call(alice, "tools/call", params)).final["result"]["requestState"]
-        stolen = await call(bob, "tools/call", params, inputResponses=answer, requestState=state)
-        unsigned = await call(
-            anonymous, "tools/call", params, inputResponses=answer, requestState=state
-        )
-        done = await call(alice, "tools/call", params, inputResponses=answer, requestState=state)
+        state = (await ask(alice, "tools/call", params))["requestState"]
+        stolen = await answer(bob, "tools/call", params, state, seats)
+        unsigned = await answer(anonymous, "tools/call", params, state, seats)
+        done = await answer(alice, "tools/call", params, state, seats)
     assert await rejected(stolen) == "principal"
     assert await rejected(unsigned) == "principal"
     assert done.final["result"]["content"][0]["text"] == "Oslo: 5 seats"

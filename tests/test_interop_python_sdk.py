@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from typing import Annotated, Any
 
@@ -12,42 +11,13 @@ import pytest
 from mcp import Client, types
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, Field
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import PlainTextResponse
-from starlette.routing import Route
 
-from mcp_asgi import CancelReason, Context, McpMiddleware, McpServer, McpSettings
-from mcp_asgi._asgi import ASGIApp, Receive, Scope, Send
+from mcp_asgi import CancelReason, Context, McpServer
 from mcp_asgi.testing import serve
 
+from .helpers import Probe, Wiretap, mcp_app, wait_for
+
 MODERN = "2026-07-28"
-
-
-class Handlers:
-    """What the handlers saw; written on the server's thread, read on the test's."""
-
-    def __init__(self) -> None:
-        self.started = threading.Event()
-        self.cancelled = threading.Event()
-        self.reason: CancelReason | None = None
-        self.hang_calls = 0
-
-
-class Capture:
-    """ASGI wrapper recording each MCP POST's headers (lower-case names)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-        self.posts: list[dict[str, str]] = []
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
-            self.posts.append({k.decode(): v.decode() for k, v in scope["headers"]})
-        await self.app(scope, receive, send)
-
-    def methods(self) -> list[str]:
-        return [h.get("mcp-method", "") for h in self.posts]
 
 
 class Book(BaseModel):
@@ -55,7 +25,7 @@ class Book(BaseModel):
     year: int
 
 
-def build(handlers: Handlers) -> ASGIApp:
+def build(probe: Probe) -> Wiretap:
     server = McpServer("interop", version="3.2.1", instructions="Books and more.")
 
     @server.tool()
@@ -87,13 +57,8 @@ def build(handlers: Handlers) -> ASGIApp:
     @server.tool()
     async def hang(ctx: Context) -> str:
         """Runs until cancelled, recording why."""
-        handlers.hang_calls += 1
-        handlers.started.set()
-        try:
+        with probe.running(ctx):
             await anyio.sleep(30)
-        finally:
-            handlers.reason = ctx.cancel_reason
-            handlers.cancelled.set()
         return "not cancelled"
 
     @server.resource("res://hello", mime_type="text/plain")
@@ -111,35 +76,30 @@ def build(handlers: Handlers) -> ASGIApp:
         """Greet someone by name."""
         return f"Hello {name}!"
 
-    async def home(request: Request) -> PlainTextResponse:
-        return PlainTextResponse("home")
-
-    app = Starlette(routes=[Route("/", home)])
-    app.add_middleware(McpMiddleware, server=server)
-    return app
+    return Wiretap(mcp_app(server))
 
 
 @pytest.fixture(scope="module")
-def live() -> Iterator[tuple[str, Capture, Handlers]]:
-    handlers = Handlers()
-    capture = Capture(build(handlers))
-    with serve(capture) as server:
-        yield server.url + "/mcp", capture, handlers
+def live() -> Iterator[tuple[str, Wiretap, Probe]]:
+    probe = Probe()
+    wiretap = build(probe)
+    with serve(wiretap) as server:
+        yield server.url + "/mcp", wiretap, probe
 
 
 @pytest.fixture
-def url(live: tuple[str, Capture, Handlers]) -> str:
-    live[1].posts.clear()
+def url(live: tuple[str, Wiretap, Probe]) -> str:
+    live[1].exchanges.clear()
     return live[0]
 
 
 @pytest.fixture
-def capture(live: tuple[str, Capture, Handlers]) -> Capture:
+def wiretap(live: tuple[str, Wiretap, Probe]) -> Wiretap:
     return live[1]
 
 
 @pytest.fixture
-def handlers(live: tuple[str, Capture, Handlers]) -> Handlers:
+def probe(live: tuple[str, Wiretap, Probe]) -> Probe:
     return live[2]
 
 
@@ -147,11 +107,7 @@ def pinned(url: str, **options: Any) -> Client:
     return Client(url, mode=MODERN, cache=None, **options)
 
 
-async def wait_for(event: threading.Event) -> None:
-    assert await anyio.to_thread.run_sync(event.wait, 10), "timed out waiting for the handler"
-
-
-async def test_discover(url: str, capture: Capture) -> None:
+async def test_discover(url: str, wiretap: Wiretap) -> None:
     """server/discover over the wire returns our versions, capabilities and instructions."""
     async with pinned(url) as client:
         raw = await client.session.send_discover(MODERN)
@@ -159,7 +115,7 @@ async def test_discover(url: str, capture: Capture) -> None:
     assert set(raw["capabilities"]) >= {"tools", "resources", "prompts"}
     assert raw["instructions"] == "Books and more."
     assert raw["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "interop"
-    assert capture.methods() == ["server/discover"]
+    assert wiretap.methods() == ["server/discover"]
 
 
 async def test_list_and_call_tools(url: str) -> None:
@@ -187,7 +143,7 @@ async def test_tool_errors(url: str) -> None:
     assert unknown.value.code == -32602
 
 
-async def test_mcp_param_header(url: str, capture: Capture) -> None:
+async def test_mcp_param_header(url: str, wiretap: Wiretap) -> None:
     """After listing, the client sends Mcp-Param-Region and our check accepts it."""
     async with pinned(url) as client:
         await client.list_tools()
@@ -195,18 +151,18 @@ async def test_mcp_param_header(url: str, capture: Capture) -> None:
     assert result.structured_content is None
     assert isinstance(result.content[0], types.TextContent)
     assert result.content[0].text == "served from eu-west"
-    call = next(h for h in capture.posts if h.get("mcp-method") == "tools/call")
+    call = wiretap.calls("tools/call")[0].headers
     assert call["mcp-param-region"] == "eu-west"
     assert call["mcp-name"] == "regional"
 
 
-async def test_mcp_param_header_recovers_when_unlisted(url: str, capture: Capture) -> None:
+async def test_mcp_param_header_recovers_when_unlisted(url: str, wiretap: Wiretap) -> None:
     """Calling an unlisted tool: our -32020 makes the client re-list and resend with the header."""
     async with pinned(url) as client:
         result = await client.call_tool("regional", {"region": "ap-south"})
     assert isinstance(result.content[0], types.TextContent)
     assert result.content[0].text == "served from ap-south"
-    assert capture.methods() == ["tools/call", "tools/list", "tools/call"]
+    assert wiretap.methods() == ["tools/call", "tools/list", "tools/call"]
 
 
 async def test_read_resource(url: str) -> None:
@@ -266,40 +222,40 @@ async def test_progress_and_logs(url: str) -> None:
     assert logs == ["step 1", "step 2", "step 3"]
 
 
-async def test_cancelling_the_client_task_cancels_the_handler(url: str, handlers: Handlers) -> None:
+async def test_cancelling_the_client_task_cancels_the_handler(url: str, probe: Probe) -> None:
     """Cancelling the awaiting task drops the connection; the handler sees client_disconnect."""
-    handlers.started.clear()
-    handlers.cancelled.clear()
+    probe.started.clear()
+    probe.exited.clear()
     async with pinned(url) as client:
         await client.list_tools()
         async with anyio.create_task_group() as tg:
             tg.start_soon(client.call_tool, "hang", {})
-            await wait_for(handlers.started)
+            await wait_for(probe.started)
             tg.cancel_scope.cancel()
-        await wait_for(handlers.cancelled)
-        assert handlers.reason is CancelReason.CLIENT_DISCONNECT
+        await wait_for(probe.exited)
+        assert probe.reason is CancelReason.CLIENT_DISCONNECT
         # the client and the server both keep working
         again = await client.call_tool("add", {"a": 1, "b": 1})
         assert again.structured_content == {"result": 2}
 
 
-async def test_timeout_on_the_client_cancels_the_handler(url: str, handlers: Handlers) -> None:
+async def test_timeout_on_the_client_cancels_the_handler(url: str, probe: Probe) -> None:
     """A client-side timeout (move_on_after) is a disconnect, seen as client_disconnect."""
-    handlers.started.clear()
-    handlers.cancelled.clear()
+    probe.started.clear()
+    probe.exited.clear()
     async with pinned(url) as client:
         await client.list_tools()
         with anyio.move_on_after(5) as scope:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(client.call_tool, "hang", {})
-                await wait_for(handlers.started)
+                await wait_for(probe.started)
                 scope.cancel()
         assert scope.cancelled_caught
-        await wait_for(handlers.cancelled)
-    assert handlers.reason is CancelReason.CLIENT_DISCONNECT
+        await wait_for(probe.exited)
+    assert probe.reason is CancelReason.CLIENT_DISCONNECT
 
 
-async def test_auto_mode(url: str, capture: Capture) -> None:
+async def test_auto_mode(url: str, wiretap: Wiretap) -> None:
     """The client's default mode discovers us first and stays on 2026-07-28."""
     async with Client(url) as client:
         assert client.protocol_version == MODERN
@@ -308,8 +264,8 @@ async def test_auto_mode(url: str, capture: Capture) -> None:
         assert client.server_info.version == "3.2.1"
         result = await client.call_tool("add", {"a": 20, "b": 22})
         assert result.structured_content == {"result": 42}
-    assert capture.methods()[:2] == ["server/discover", "tools/call"]
-    assert "initialize" not in capture.methods()
+    assert wiretap.methods()[:2] == ["server/discover", "tools/call"]
+    assert "initialize" not in wiretap.methods()
 
 
 async def test_keepalive_comments_before_a_slow_result() -> None:
@@ -322,29 +278,11 @@ async def test_keepalive_comments_before_a_slow_result() -> None:
         await anyio.sleep(seconds)
         return "rested"
 
-    bodies: list[bytes] = []
-    types_seen: list[str] = []
-    inner = McpMiddleware(_not_found, server=server, settings=McpSettings(keepalive_interval=0.05))
-
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        async def send_recording(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                types_seen.append(dict(message["headers"]).get(b"content-type", b"").decode())
-            elif message["type"] == "http.response.body":
-                bodies.append(message.get("body", b""))
-            await send(message)
-
-        await inner(scope, receive, send_recording)
-
-    with serve(app, lifespan="off") as live:
+    wiretap = Wiretap(mcp_app(server, keepalive_interval=0.05))
+    with serve(wiretap) as live:
         async with pinned(live.url + "/mcp") as client:
             result = await client.call_tool("nap", {"seconds": 0.3})
     assert isinstance(result.content[0], types.TextContent)
     assert result.content[0].text == "rested"
-    assert types_seen[0] == "text/event-stream"
-    assert b": \r\n\r\n" in bodies
-
-
-async def _not_found(scope: Scope, receive: Receive, send: Send) -> None:
-    await send({"type": "http.response.start", "status": 404, "headers": []})
-    await send({"type": "http.response.body", "body": b""})
+    assert wiretap.exchanges[0].content_type == "text/event-stream"
+    assert any(b": \r\n\r\n" in exchange.chunks for exchange in wiretap.exchanges)

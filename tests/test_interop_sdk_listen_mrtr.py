@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 
 import anyio
-import httpx
 from mcp import Client, types
 from mcp.client.session import ClientRequestContext
 from mcp.client.subscriptions import ToolsListChanged
@@ -13,7 +12,8 @@ from mcp.client.subscriptions import ToolsListChanged
 from mcp_asgi import Context, McpServer
 from mcp_asgi.testing import serve
 
-from .listen_helpers import build_app
+from .helpers import trigger
+from .servers import changing_app
 
 MODERN = "2026-07-28"
 
@@ -39,12 +39,11 @@ def build_server(runs: list[str]) -> McpServer:
 async def test_sdk_client_listens_and_receives_tools_list_changed() -> None:
     """Client.listen() is acknowledged and yields ToolsListChanged when a tool is added."""
     server = build_server([])
-    with serve(build_app(server)) as live:
+    with serve(changing_app(server)) as live:
         async with Client(live.url + "/mcp", mode=MODERN, cache=None) as client:
             async with client.listen(tools_list_changed=True) as subscription:
                 assert subscription.honored.tools_list_changed is True
-                async with httpx.AsyncClient(base_url=live.url) as http:
-                    assert (await http.put("/tools/added")).status_code == 200
+                await trigger(live.url, "PUT", "/tools/added")
                 with anyio.fail_after(10):
                     event = await subscription.__anext__()
             assert isinstance(event, ToolsListChanged)
@@ -65,7 +64,7 @@ async def test_sdk_client_completes_an_elicitation_round_trip() -> None:
         asked.set()
         return types.ElicitResult(action="accept", content={"seats": 2})
 
-    with serve(build_app(build_server(runs))) as live:
+    with serve(changing_app(build_server(runs))) as live:
         async with Client(
             live.url + "/mcp", mode=MODERN, cache=None, elicitation_callback=on_elicit
         ) as client:

@@ -11,10 +11,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mcp_asgi import CancelReason
 from mcp_asgi.testing import serve
 
-from .legacy_helpers import LATEST, Recorder, Wiretap, build_app, only_progress_sent, wait_for
+from .helpers import Probe, Wiretap, wait_for
+from .servers import LATEST, check_aborted_slow_call, legacy_app
 
 NODE_DIR = Path(__file__).parent / "node"
 NODE = shutil.which("node")
@@ -27,8 +27,8 @@ async def test_typescript_sdk_client_end_to_end() -> None:
     assert NODE is not None
     sdk = NODE_DIR / "node_modules" / "@modelcontextprotocol" / "sdk"
     assert sdk.is_dir(), "run `npm ci --prefix tests/node` (make test does)"
-    recorder = Recorder()
-    wiretap = Wiretap(build_app(recorder))
+    probe = Probe()
+    wiretap = Wiretap(legacy_app(probe))
     with serve(wiretap) as live:
         with anyio.fail_after(25):
             done = await anyio.run_process(
@@ -38,7 +38,7 @@ async def test_typescript_sdk_client_end_to_end() -> None:
                 stderr=subprocess.PIPE,
             )
         assert done.returncode == 0, done.stderr.decode()
-        await wait_for(recorder.ended)
+        await wait_for(probe.exited)
     out = json.loads(done.stdout)
     assert out["protocolVersion"] == LATEST
     assert out["server"] == {"name": "legacy", "version": "1.2.3", "title": "Legacy test server"}
@@ -51,15 +51,5 @@ async def test_typescript_sdk_client_end_to_end() -> None:
     assert out["aborted"] is True
     assert out["after"] == {"result": 2}
     assert out["errors"] == []
-    assert recorder.reason is CancelReason.CLIENT_NOTIFICATION
-    assert not recorder.finished
-    (slow,) = [
-        e
-        for e in wiretap.calls("tools/call")
-        if e.message and e.message["params"]["name"] == "slow"
-    ]
-    assert only_progress_sent(slow)
-    methods = wiretap.methods()
-    assert methods[:2] == ["initialize", "notifications/initialized"]
-    assert "notifications/cancelled" in methods
+    methods = check_aborted_slow_call(probe, wiretap)
     assert "DELETE" in methods

@@ -4,26 +4,42 @@ the GET stream, and era routing that leaves 2026-07-28 requests untouched."""
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import pytest
 
 from mcp_asgi import CancelReason
-from mcp_asgi.testing import McpTestClient, serve
+from mcp_asgi.testing import LiveServer, McpStream, McpTestClient, serve
 
-from .helpers import Otel
-from .legacy_helpers import (
-    LATEST,
-    LegacyClient,
-    Recorder,
-    announce,
-    build_app,
-    next_message,
-    wait_for,
-)
+from .helpers import Otel, Probe, next_message, trigger, wait_for
+from .servers import LATEST, LegacyClient, legacy_app
 
 _VISIBLE_ASCII = re.compile(r"^[\x21-\x7e]+$")
+
+
+async def open_session(live: LiveServer, version: str | None = None) -> LegacyClient:
+    """A 2025-era client of `live` with an open session."""
+    client = LegacyClient(live.url + "/mcp")
+    await client.initialize(version)
+    return client
+
+
+@asynccontextmanager
+async def slow_call(client: LegacyClient, **options: Any) -> AsyncIterator[McpStream]:
+    """The session's `slow` call, once its first progress notification says it runs."""
+    async with client.open("tools/call", {"name": "slow"}, progress=True, **options) as stream:
+        assert (await next_message(stream))["method"] == "notifications/progress"
+        yield stream
+
+
+async def rest_once_exited(stream: McpStream, probe: Probe) -> bytes:
+    """Everything the stream still sends once the handler has exited, up to its end."""
+    await wait_for(probe.exited)
+    with anyio.fail_after(10):
+        return await stream.read_raw()
 
 
 @pytest.mark.parametrize(
@@ -40,7 +56,7 @@ async def test_initialize_negotiates_a_version_and_opens_a_session(
     requested: str, negotiated: str
 ) -> None:
     """initialize answers the client's version if served (else the latest) and a session id."""
-    with serve(build_app(Recorder())) as live:
+    with serve(legacy_app(Probe())) as live:
         client = LegacyClient(live.url + "/mcp")
         response = await client.initialize(requested)
     result = response.final["result"]
@@ -60,9 +76,8 @@ async def test_initialize_negotiates_a_version_and_opens_a_session(
 
 async def test_a_2025_03_26_client_sends_no_version_header() -> None:
     """Requests without MCP-Protocol-Version are 2025-era and use the negotiated revision."""
-    with serve(build_app(Recorder())) as live:
-        client = LegacyClient(live.url + "/mcp")
-        await client.initialize("2025-03-26")
+    with serve(legacy_app(Probe())) as live:
+        client = await open_session(live, "2025-03-26")
         headers = client.session_headers()
         del headers["mcp-protocol-version"]
         response = await client.post(client.body("tools/list"), headers)
@@ -72,18 +87,15 @@ async def test_a_2025_03_26_client_sends_no_version_header() -> None:
 
 async def test_each_initialize_opens_its_own_session() -> None:
     """Two initializes get two different session ids."""
-    with serve(build_app(Recorder())) as live:
-        first, second = LegacyClient(live.url + "/mcp"), LegacyClient(live.url + "/mcp")
-        await first.initialize()
-        await second.initialize()
+    with serve(legacy_app(Probe())) as live:
+        first, second = await open_session(live), await open_session(live)
     assert first.session_id != second.session_id
 
 
 async def test_methods_answer_in_2025_shapes() -> None:
     """Results lose the 2026-only fields; a missing resource is -32002; unknown methods -32601."""
-    with serve(build_app(Recorder())) as live:
-        client = LegacyClient(live.url + "/mcp")
-        await client.initialize()
+    with serve(legacy_app(Probe())) as live:
+        client = await open_session(live)
         ping = await client.call("ping")
         tools = await client.call("tools/list")
         added = await client.call("tools/call", {"name": "add", "arguments": {"a": 2, "b": 3}})
@@ -111,9 +123,8 @@ async def test_methods_answer_in_2025_shapes() -> None:
 async def test_log_messages_follow_the_session_level() -> None:
     """No log messages until logging/setLevel; then those at or above the level, on the
     request's own stream."""
-    with serve(build_app(Recorder(), response_mode="sse")) as live:
-        client = LegacyClient(live.url + "/mcp")
-        await client.initialize()
+    with serve(legacy_app(Probe(), response_mode="sse")) as live:
+        client = await open_session(live)
         before = await client.call("tools/call", {"name": "chatty"})
         level = await client.call("logging/setLevel", {"level": "info"})
         after = await client.call("tools/call", {"name": "chatty"})
@@ -126,7 +137,7 @@ async def test_log_messages_follow_the_session_level() -> None:
 
 async def test_requests_need_an_open_session() -> None:
     """No Mcp-Session-Id: 400; an unknown one: 404; both with a JSON-RPC error body."""
-    with serve(build_app(Recorder())) as live:
+    with serve(legacy_app(Probe())) as live:
         client = LegacyClient(live.url + "/mcp")
         missing = await client.call("tools/list")
         client.session_id = "no-such-session"
@@ -144,9 +155,8 @@ async def test_requests_need_an_open_session() -> None:
 
 async def test_unsupported_protocol_version_header_is_400() -> None:
     """A 2025-era request naming a revision this server does not serve gets 400."""
-    with serve(build_app(Recorder())) as live:
-        client = LegacyClient(live.url + "/mcp")
-        await client.initialize()
+    with serve(legacy_app(Probe())) as live:
+        client = await open_session(live)
         client.version = "2024-11-05"
         response = await client.call("tools/list")
     assert response.status == 400
@@ -159,8 +169,8 @@ async def test_unsupported_protocol_version_header_is_400() -> None:
 
 async def test_a_full_server_refuses_new_sessions() -> None:
     """With max_sessions open, initialize is answered 503 with a JSON-RPC error."""
-    with serve(build_app(Recorder(), max_sessions=1)) as live:
-        await LegacyClient(live.url + "/mcp").initialize()
+    with serve(legacy_app(Probe(), max_sessions=1)) as live:
+        await open_session(live)
         second = LegacyClient(live.url + "/mcp")
         response = await second.post(
             second.body("initialize", {"protocolVersion": LATEST, "capabilities": {}}),
@@ -172,9 +182,8 @@ async def test_a_full_server_refuses_new_sessions() -> None:
 
 async def test_an_idle_session_expires() -> None:
     """A session unused for session_ttl seconds is gone: its id answers 404."""
-    with serve(build_app(Recorder(), session_ttl=0.05)) as live:
-        client = LegacyClient(live.url + "/mcp")
-        await client.initialize()
+    with serve(legacy_app(Probe(), session_ttl=0.05)) as live:
+        client = await open_session(live)
         await anyio.sleep(0.2)
         response = await client.call("ping")
     assert response.status == 404
@@ -182,75 +191,62 @@ async def test_an_idle_session_expires() -> None:
 
 async def test_delete_ends_the_session_and_cancels_its_requests() -> None:
     """DELETE answers 204, cancels the session's request (session_closed) and ends its id."""
-    recorder = Recorder()
-    with serve(build_app(recorder)) as live:
-        client = LegacyClient(live.url + "/mcp")
-        await client.initialize()
-        async with client.open("tools/call", {"name": "slow"}, progress=True) as stream:
-            assert (await next_message(stream))["method"] == "notifications/progress"
+    probe = Probe()
+    with serve(legacy_app(probe)) as live:
+        client = await open_session(live)
+        async with slow_call(client) as stream:
             deleted = await client.delete()
-            await wait_for(recorder.ended)
-            with anyio.fail_after(10):
-                rest = await stream.read_raw()
+            rest = await rest_once_exited(stream, probe)
         after = await client.call("ping")
     assert deleted.status == 204
-    assert recorder.reason is CancelReason.SESSION_CLOSED
+    assert probe.reason is CancelReason.SESSION_CLOSED
     assert b"data:" not in rest  # nothing more for the cancelled request, and the stream ended
     assert after.status == 404
 
 
 async def test_cancelled_notification_stops_the_request_and_nothing_follows() -> None:
     """notifications/cancelled cancels the session's request; its stream ends with no reply."""
-    recorder = Recorder()
-    with serve(build_app(recorder)) as live:
-        client = LegacyClient(live.url + "/mcp")
-        await client.initialize()
-        async with client.open("tools/call", {"name": "slow"}, id=41, progress=True) as stream:
-            assert (await next_message(stream))["method"] == "notifications/progress"
+    probe = Probe()
+    with serve(legacy_app(probe)) as live:
+        client = await open_session(live)
+        async with slow_call(client, id=41) as stream:
             accepted = await client.notify(
                 "notifications/cancelled", {"requestId": 41, "reason": "user"}
             )
-            await wait_for(recorder.ended)
-            with anyio.fail_after(10):
-                rest = await stream.read_raw()
+            rest = await rest_once_exited(stream, probe)
         still_open = await client.call("ping")
     assert accepted.status == 202
-    assert recorder.reason is CancelReason.CLIENT_NOTIFICATION
+    assert probe.reason is CancelReason.CLIENT_NOTIFICATION
     assert b"data:" not in rest
     assert still_open.final["result"] == {}
 
 
 async def test_a_session_cannot_cancel_another_sessions_request() -> None:
     """A cancel naming another session's request id (or an unknown one) is ignored."""
-    recorder = Recorder()
-    with serve(build_app(recorder)) as live:
-        owner, other = LegacyClient(live.url + "/mcp"), LegacyClient(live.url + "/mcp")
-        await owner.initialize()
-        await other.initialize()
-        async with owner.open("tools/call", {"name": "slow"}, id=7, progress=True) as stream:
-            assert (await next_message(stream))["method"] == "notifications/progress"
+    probe = Probe()
+    with serve(legacy_app(probe)) as live:
+        owner, other = await open_session(live), await open_session(live)
+        async with slow_call(owner, id=7) as stream:
             foreign = await other.notify("notifications/cancelled", {"requestId": 7})
             unknown = await owner.notify("notifications/cancelled", {"requestId": 99})
             malformed = await owner.notify("notifications/cancelled", {"requestId": [7]})
-            recorder.release.set()
+            probe.release.set()
             final = await next_message(stream)
     assert (foreign.status, unknown.status, malformed.status) == (202, 202, 202)
-    assert recorder.reason is None
-    assert recorder.finished
+    assert probe.reason is None
+    assert probe.notes == ["finished"]
     assert final["id"] == 7
     assert final["result"]["content"][0]["text"] == "released"
 
 
 async def test_a_request_id_in_flight_cannot_be_reused() -> None:
     """A second request with the id of one still in flight on the session is refused."""
-    recorder = Recorder()
-    with serve(build_app(recorder)) as live:
-        client = LegacyClient(live.url + "/mcp")
-        await client.initialize()
-        async with client.open("tools/call", {"name": "slow"}, id=5, progress=True) as stream:
-            await next_message(stream)
+    probe = Probe()
+    with serve(legacy_app(probe)) as live:
+        client = await open_session(live)
+        async with slow_call(client, id=5) as stream:
             again = await client.post(client.body("ping", id=5), client.session_headers())
-            recorder.release.set()
+            probe.release.set()
             await next_message(stream)
     assert again.status == 400
     assert again.final["id"] == 5
@@ -258,46 +254,41 @@ async def test_a_request_id_in_flight_cannot_be_reused() -> None:
 
 async def test_disconnect_cancels_by_default() -> None:
     """A 2025-era client that drops the connection cancels its request (client_disconnect)."""
-    recorder = Recorder()
-    with serve(build_app(recorder)) as live:
-        client = LegacyClient(live.url + "/mcp")
-        await client.initialize()
-        async with client.open("tools/call", {"name": "slow"}, progress=True) as stream:
-            await next_message(stream)
+    probe = Probe()
+    with serve(legacy_app(probe)) as live:
+        client = await open_session(live)
+        async with slow_call(client) as stream:
             await stream.drop()
-        await wait_for(recorder.ended)
-    assert recorder.reason is CancelReason.CLIENT_DISCONNECT
+        await wait_for(probe.exited)
+    assert probe.reason is CancelReason.CLIENT_DISCONNECT
 
 
 async def test_without_disconnect_cancels_work_goes_on_until_the_session_expires() -> None:
     """legacy_disconnect_cancels=False: a dropped request runs on; expiry then cancels it."""
-    recorder = Recorder()
-    app = build_app(recorder, legacy_disconnect_cancels=False, session_ttl=0.05)
+    probe = Probe()
+    app = legacy_app(probe, legacy_disconnect_cancels=False, session_ttl=0.05)
     with serve(app) as live:
-        client = LegacyClient(live.url + "/mcp")
-        await client.initialize()
-        async with client.open("tools/call", {"name": "slow"}, progress=True) as stream:
-            await next_message(stream)
+        client = await open_session(live)
+        async with slow_call(client) as stream:
             await stream.drop()
         await anyio.sleep(0.2)  # past the ttl: the request no longer holds the session
-        assert not recorder.ended.is_set()
+        assert not probe.exited.is_set()
         expired = await client.call("ping")  # the arrival checks expiry
-        await wait_for(recorder.ended)
+        await wait_for(probe.exited)
     assert expired.status == 404
-    assert recorder.reason is CancelReason.SESSION_CLOSED
+    assert probe.reason is CancelReason.SESSION_CLOSED
 
 
 async def test_get_stream_carries_list_changes_and_subscribed_updates() -> None:
     """The GET stream gets tools/list_changed, and updates only of subscribed resources."""
-    with serve(build_app(Recorder())) as live:
-        client = LegacyClient(live.url + "/mcp")
-        await client.initialize()
+    with serve(legacy_app(Probe())) as live:
+        client = await open_session(live)
         subscribed = await client.call("resources/subscribe", {"uri": "docs://readme"})
         async with client.get_stream() as stream:
-            await announce(live.url, "tools")
+            await trigger(live.url, "POST", "/notify/tools")
             tools_changed = await next_message(stream)
-            await announce(live.url, "resource", "docs://other")
-            await announce(live.url, "resource", "docs://readme")
+            await trigger(live.url, "POST", "/notify/updated", uri="docs://other")
+            await trigger(live.url, "POST", "/notify/updated", uri="docs://readme")
             updated = await next_message(stream)
         assert stream.headers["content-type"].startswith("text/event-stream")
         assert stream.headers["mcp-session-id"] == client.session_id
@@ -312,20 +303,19 @@ async def test_get_stream_carries_list_changes_and_subscribed_updates() -> None:
 
 async def test_a_newer_get_stream_replaces_the_older_one() -> None:
     """A session has one GET stream: opening another ends the first (no message twice)."""
-    with serve(build_app(Recorder())) as live:
-        client = LegacyClient(live.url + "/mcp")
-        await client.initialize()
+    with serve(legacy_app(Probe())) as live:
+        client = await open_session(live)
         async with client.get_stream() as first, client.get_stream() as second:
             with anyio.fail_after(10):
                 assert await first.next_message() is None
-            await announce(live.url, "tools")
+            await trigger(live.url, "POST", "/notify/tools")
             changed = await next_message(second)
     assert changed["method"] == "notifications/tools/list_changed"
 
 
 async def test_get_and_delete_without_a_session_are_405() -> None:
     """GET and DELETE naming no session get 405, as from a 2026-07-28-only server."""
-    with serve(build_app(Recorder())) as live:
+    with serve(legacy_app(Probe())) as live:
         client = McpTestClient(live.url + "/mcp")
         get = await client.post(b"", {"accept": "text/event-stream"}, http_method="GET")
         delete = await client.post(b"", {}, http_method="DELETE")
@@ -348,7 +338,7 @@ async def test_modern_requests_keep_their_errors(
     headers: dict[str, str], meta: bool, status: int, code: int | None
 ) -> None:
     """Requests a 2026-07-28 client sends stay on the modern path, with its error bodies."""
-    with serve(build_app(Recorder())) as live:
+    with serve(legacy_app(Probe())) as live:
         client = McpTestClient(live.url + "/mcp")
         body = client.build("tools/list")
         if not meta:
@@ -364,7 +354,7 @@ async def test_modern_requests_keep_their_errors(
 
 async def test_initialize_with_the_modern_envelope_is_the_modern_404() -> None:
     """initialize claiming 2026-07-28 in _meta gets the modern answer: 404, -32601."""
-    with serve(build_app(Recorder())) as live:
+    with serve(legacy_app(Probe())) as live:
         client = McpTestClient(live.url + "/mcp")
         response = await client.request("initialize", {"protocolVersion": LATEST})
     assert response.status == 404
@@ -374,7 +364,7 @@ async def test_initialize_with_the_modern_envelope_is_the_modern_404() -> None:
 
 async def test_legacy_disabled_serves_only_2026() -> None:
     """legacy_enabled=False: initialize is rejected by the modern path, with its error body."""
-    with serve(build_app(Recorder(), legacy_enabled=False)) as live:
+    with serve(legacy_app(Probe(), legacy_enabled=False)) as live:
         client = LegacyClient(live.url + "/mcp")
         response = await client.post(
             client.body("initialize", {"protocolVersion": LATEST, "capabilities": {}}),
@@ -386,9 +376,8 @@ async def test_legacy_disabled_serves_only_2026() -> None:
 
 async def test_spans_carry_the_session_and_the_negotiated_version(otel: Otel) -> None:
     """A 2025-era request's span has mcp.session.id and mcp.protocol.version; 2026 ones no id."""
-    with serve(build_app(Recorder(), tracer_provider=otel.tracer_provider)) as live:
-        client = LegacyClient(live.url + "/mcp")
-        await client.initialize("2025-06-18")
+    with serve(legacy_app(Probe(), otel)) as live:
+        client = await open_session(live, "2025-06-18")
         await client.call("tools/call", {"name": "add", "arguments": {"a": 1, "b": 1}})
         await McpTestClient(live.url + "/mcp").call_tool("add", {"a": 1, "b": 1})
     spans: dict[str, list[Any]] = {}

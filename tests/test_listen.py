@@ -6,38 +6,20 @@ import contextlib
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 
 from mcp_asgi.testing import McpTestClient, serve
 
-from .helpers import Otel
-from .listen_helpers import (
-    ALL,
-    SUB_ID,
-    WatchedBus,
-    build_app,
-    build_server,
-    next_message,
-    wait_for,
-    wait_until,
-)
-
-
-async def trigger(base: str, method: str, path: str) -> None:
-    """Make a change happen through one of the app's plain routes."""
-    async with httpx.AsyncClient(base_url=base) as http:
-        response = await http.request(method, path)
-        assert response.status_code == 200, response.text
+from .helpers import Otel, attrs, next_message, serving, trigger, wait_for
+from .servers import ALL, SUB_ID, WatchedBus, changing_app, listen_server
 
 
 async def test_first_message_acknowledges_the_honoured_subset() -> None:
     """The first event is the ack: the filter minus what the server cannot deliver."""
-    server = build_server()
+    server = listen_server()
     server.remove_resource("res://a")
     server.remove_resource("res://notes/{note}")
-    with serve(build_app(server)) as live:
-        client = McpTestClient(live.url + "/mcp")
+    with serving(changing_app(server)) as client:
         notifications = dict(ALL, taskIds=["t1"])
         async with client.stream(
             "subscriptions/listen", {"notifications": notifications}, id="L1"
@@ -58,8 +40,8 @@ async def test_first_message_acknowledges_the_honoured_subset() -> None:
 
 async def test_only_opted_in_kinds_arrive_tagged_with_the_listen_id() -> None:
     """Unrequested kinds and unsubscribed URIs are skipped; every event carries the id."""
-    server = build_server()
-    with serve(build_app(server)) as live:
+    server = listen_server()
+    with serve(changing_app(server)) as live:
         client = McpTestClient(live.url + "/mcp")
         wanted = {"toolsListChanged": True, "resourceSubscriptions": ["res://notes"]}
         async with client.stream("subscriptions/listen", {"notifications": wanted}, id=7) as s:
@@ -89,8 +71,8 @@ async def test_only_opted_in_kinds_arrive_tagged_with_the_listen_id() -> None:
 
 async def test_each_subscription_gets_its_own_tag() -> None:
     """Two listen streams each receive the event, tagged with their own request id."""
-    server = build_server()
-    with serve(build_app(server)) as live:
+    server = listen_server()
+    with serve(changing_app(server)) as live:
         client = McpTestClient(live.url + "/mcp")
         params = {"notifications": {"promptsListChanged": True}}
         async with (
@@ -107,8 +89,8 @@ async def test_each_subscription_gets_its_own_tag() -> None:
 
 async def test_registering_and_removing_a_tool_notifies() -> None:
     """Adding a tool (on the loop) and removing one (from a worker thread) both notify."""
-    server = build_server()
-    with serve(build_app(server)) as live:
+    server = listen_server()
+    with serve(changing_app(server)) as live:
         client = McpTestClient(live.url + "/mcp")
         params = {"notifications": {"toolsListChanged": True}}
         async with client.stream("subscriptions/listen", params) as s:
@@ -126,10 +108,9 @@ async def test_registering_and_removing_a_tool_notifies() -> None:
 async def test_client_close_cancels_and_releases_the_subscription(otel: Otel) -> None:
     """Closing the stream cancels the scope (client_disconnect) and unsubscribes at once."""
     bus = WatchedBus()
-    server = build_server(bus)
-    app = build_app(server, tracer_provider=otel.tracer_provider)
-    with serve(app) as live:
-        client = McpTestClient(live.url + "/mcp")
+    server = listen_server(bus)
+    app = changing_app(server, otel)
+    with serving(app) as client:
         async with client.stream("subscriptions/listen", {"notifications": ALL}) as s:
             await next_message(s)
             assert bus.subscriber_count == 1
@@ -138,20 +119,14 @@ async def test_client_close_cancels_and_releases_the_subscription(otel: Otel) ->
         await wait_for(bus.empty)
         assert bus.subscriber_count == 0
         assert server.subscriptions.open_streams == 0
-
-        def listen_span() -> Any:
-            spans = [x for x in otel.spans.get_finished_spans() if x.name == "subscriptions/listen"]
-            return spans[0] if spans else None
-
-        await wait_until(lambda: listen_span() is not None)
-    attributes = listen_span().attributes
-    assert attributes["mcp_asgi.cancellation.reason"] == "client_disconnect"
+        span = await otel.wait_span("subscriptions/listen")
+    assert attrs(span)["mcp_asgi.cancellation.reason"] == "client_disconnect"
 
 
 async def test_close_subscriptions_sends_the_final_result_then_closes() -> None:
     """A server-initiated end: the listen result (with the subscription id) is the last event."""
-    server = build_server()
-    with serve(build_app(server)) as live:
+    server = listen_server()
+    with serve(changing_app(server)) as live:
         client = McpTestClient(live.url + "/mcp")
         async with client.stream(
             "subscriptions/listen", {"notifications": ALL}, id="L", progress=True, log_level="debug"
@@ -169,9 +144,9 @@ async def test_close_subscriptions_sends_the_final_result_then_closes() -> None:
 
 async def test_shutdown_ends_listen_streams_with_the_final_result() -> None:
     """When uvicorn shuts down, an open listen stream gets its final result, then closes."""
-    server = build_server()
+    server = listen_server()
     stack = contextlib.ExitStack()
-    live = stack.enter_context(serve(build_app(server), timeout_graceful_shutdown=0.2))
+    live = stack.enter_context(serve(changing_app(server), timeout_graceful_shutdown=0.2))
     client = McpTestClient(live.url + "/mcp")
     try:
         async with client.stream("subscriptions/listen", {"notifications": ALL}, id=3) as s:
@@ -193,8 +168,8 @@ async def test_shutdown_ends_listen_streams_with_the_final_result() -> None:
 
 async def test_listen_outlives_max_request_duration_and_sends_keepalives() -> None:
     """max_request_duration does not end a listen stream; keep-alive comments flow."""
-    server = build_server()
-    app = build_app(server, max_request_duration=0.1, keepalive_interval=0.05)
+    server = listen_server()
+    app = changing_app(server, max_request_duration=0.1, keepalive_interval=0.05)
     with serve(app) as live:
         client = McpTestClient(live.url + "/mcp")
         params = {"notifications": {"toolsListChanged": True}}
@@ -210,9 +185,8 @@ async def test_listen_outlives_max_request_duration_and_sends_keepalives() -> No
 
 async def test_listen_max_duration_ends_the_stream_gracefully() -> None:
     """With listen_max_duration set, the stream ends with the final result (client re-listens)."""
-    server = build_server()
-    with serve(build_app(server, listen_max_duration=0.2)) as live:
-        client = McpTestClient(live.url + "/mcp")
+    server = listen_server()
+    with serving(changing_app(server, listen_max_duration=0.2)) as client:
         async with client.stream("subscriptions/listen", {"notifications": ALL}, id=1) as s:
             await next_message(s)
             final = await next_message(s)
@@ -222,8 +196,7 @@ async def test_listen_max_duration_ends_the_stream_gracefully() -> None:
 @pytest.mark.parametrize("mode", ["json", "auto", "sse"])
 async def test_listen_always_answers_with_sse(mode: str) -> None:
     """Whatever the response mode, a client that accepts SSE gets an SSE listen stream."""
-    with serve(build_app(build_server(), response_mode=mode)) as live:
-        client = McpTestClient(live.url + "/mcp")
+    with serving(changing_app(listen_server(), response_mode=mode)) as client:
         async with client.stream("subscriptions/listen", {"notifications": ALL}) as s:
             ack = await next_message(s)
             assert s.headers["content-type"].startswith("text/event-stream")
@@ -232,8 +205,7 @@ async def test_listen_always_answers_with_sse(mode: str) -> None:
 
 async def test_a_client_that_accepts_only_json_is_refused() -> None:
     """Accept without text/event-stream: 406 with a JSON-RPC error echoing the id."""
-    with serve(build_app(build_server())) as live:
-        client = McpTestClient(live.url + "/mcp")
+    with serving(changing_app(listen_server())) as client:
         body = client.build("subscriptions/listen", {"notifications": ALL}, id=9)
         headers = client.headers_for(body) | {"accept": "application/json"}
         response = await client.post(body, headers)
@@ -248,16 +220,16 @@ async def test_a_client_that_accepts_only_json_is_refused() -> None:
 )
 async def test_a_malformed_filter_is_invalid_params(params: dict[str, Any]) -> None:
     """A missing or ill-typed filter is -32602 with HTTP 400, before any stream opens."""
-    with serve(build_app(build_server())) as live:
-        response = await McpTestClient(live.url + "/mcp").request("subscriptions/listen", params)
+    with serving(changing_app(listen_server())) as client:
+        response = await client.request("subscriptions/listen", params)
     assert response.status == 400
     assert response.final["error"]["code"] == -32602
 
 
 async def test_discover_advertises_list_changed_and_subscribe() -> None:
     """server/discover matches what listen delivers."""
-    with serve(build_app(build_server())) as live:
-        response = await McpTestClient(live.url + "/mcp").request("server/discover")
+    with serving(changing_app(listen_server())) as client:
+        response = await client.request("server/discover")
     capabilities = response.final["result"]["capabilities"]
     assert capabilities["tools"] == {"listChanged": True}
     assert capabilities["prompts"] == {"listChanged": True}

@@ -12,11 +12,8 @@ from mcp_asgi.bus import ChangeEvent
 from mcp_asgi.redis_bus import RedisBus, bus_from_url
 from mcp_asgi.testing import McpStream, McpTestClient
 
-from .helpers import Otel
-from .listen_helpers import next_message, wait_until
-from .redis_helpers import RedisServer, Worker, redis_server, wait, workers
-
-__all__ = ["redis_server", "workers"]  # fixtures used by the tests below
+from .helpers import Otel, eventually, next_message, trigger
+from .servers import RedisServer, Worker, wait_ready
 
 LISTEN = {"notifications": {"toolsListChanged": True, "promptsListChanged": True}}
 
@@ -37,9 +34,9 @@ async def test_a_change_on_one_worker_reaches_a_listener_on_another(
     client = McpTestClient(b.url + "/mcp")
     async with client.stream("subscriptions/listen", LISTEN, id="cross") as stream:
         await next_message(stream)
-        await anyio.to_thread.run_sync(a.post, "/notify/tools")
+        await trigger(a.url, "POST", "/notify/tools")
         first = await next_message(stream)
-        await anyio.to_thread.run_sync(a.post, "/tools/added")
+        await trigger(a.url, "PUT", "/tools/added")
         second = await next_message(stream)
     for message in (first, second):
         assert message["method"] == "notifications/tools/list_changed"
@@ -55,12 +52,12 @@ async def test_listeners_survive_a_redis_restart(
     async with client.stream("subscriptions/listen", LISTEN) as stream:
         await next_message(stream)
         await anyio.to_thread.run_sync(redis_server.stop)
-        await anyio.to_thread.run_sync(a.post, "/notify/prompts")  # answered during the outage
+        await trigger(a.url, "POST", "/notify/prompts")  # answered during the outage
         await anyio.to_thread.run_sync(redis_server.start)
         await anyio.to_thread.run_sync(
-            lambda: wait(lambda: redis_server.subscribers(channel) == 2, "resubscribed")
+            lambda: wait_ready(lambda: redis_server.subscribers(channel) == 2, "resubscribed")
         )
-        await anyio.to_thread.run_sync(a.post, "/notify/tools")
+        await trigger(a.url, "POST", "/notify/tools")
         message = await until_method(stream, "notifications/tools/list_changed")
     assert message["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"]
 
@@ -78,14 +75,14 @@ async def test_outage_is_logged_counted_and_recovered(
     other = RedisBus(redis_server.url, channel=channel, reconnect_max=0.2)
     async with bus.running(), bus.subscribe() as events:
         async with other.running():
-            await wait_until(lambda: bus.connected and other.connected)
+            await eventually(lambda: bus.connected and other.connected)
             await anyio.to_thread.run_sync(redis_server.stop)
-            await wait_until(lambda: not bus.connected)
+            await eventually(lambda: not bus.connected)
             await bus.publish(ChangeEvent("prompts_list_changed"))  # local delivery still works
             assert await events.__anext__() == ChangeEvent("prompts_list_changed")
             await other.publish(ChangeEvent("resource_updated", "res://x"))  # into the outbox
         await anyio.to_thread.run_sync(redis_server.start)
-        await wait_until(lambda: bus.connected and redis_server.subscribers(channel) == 1)
+        await eventually(lambda: bus.connected and redis_server.subscribers(channel) == 1)
         async with other.running():  # `other` comes back after `bus` resubscribed
             received = await events.__anext__()
     assert received == ChangeEvent("resource_updated", "res://x")
@@ -103,7 +100,7 @@ async def test_own_events_are_not_delivered_twice(redis_server: RedisServer) -> 
     bus = RedisBus(redis_server.url, channel=f"echo:{redis_server.port}")
     other = RedisBus(redis_server.url, channel=f"echo:{redis_server.port}")
     async with bus.running(), other.running(), bus.subscribe() as events:
-        await wait_until(lambda: bus.connected and other.connected)
+        await eventually(lambda: bus.connected and other.connected)
         await bus.publish(ChangeEvent("tools_list_changed"))
         await other.publish(ChangeEvent("prompts_list_changed"))
         first = await events.__anext__()
@@ -118,7 +115,7 @@ async def test_without_a_lifespan_the_bus_starts_on_first_use(redis_server: Redi
     other = RedisBus(redis_server.url, channel=channel)
     try:
         async with bus.subscribe() as events, other.running():
-            await wait_until(lambda: bus.connected and redis_server.subscribers(channel) == 2)
+            await eventually(lambda: bus.connected and redis_server.subscribers(channel) == 2)
             await other.publish(ChangeEvent("tools_list_changed"))
             assert await events.__anext__() == ChangeEvent("tools_list_changed")
     finally:
