@@ -25,6 +25,7 @@ import anyio
 
 from . import jsonrpc
 from ._asgi import Receive
+from ._background import beside
 from ._cancel_log import log_cancelled, log_ignored, log_orphan_exited
 from ._observer import ScopeObserver, SideEffect
 from ._reply import ReplyWriter
@@ -196,8 +197,7 @@ class RequestScope:
         threads are told, and the cancellation propagates.
         """
         try:
-            async with anyio.create_task_group() as watchers:
-                watchers.start_soon(self._watcher.watch, receive)
+            async with beside(self._watch, receive) as watcher:
                 try:
                     final = await self._call(call)
                 finally:
@@ -205,7 +205,7 @@ class RequestScope:
                 if final is not None:
                     await self.write(final, final=True)
                 if self.reason is None:
-                    watchers.cancel_scope.cancel()
+                    watcher.cancel()
         except anyio.get_cancelled_exc_class():
             # our own cancel scopes swallow their cancellations: this one came from outside
             with anyio.CancelScope(shield=True):
@@ -227,6 +227,15 @@ class RequestScope:
         if self.reason is not None:
             with self._observer.activate():
                 log_cancelled(self)
+
+    async def _watch(self, receive: Receive) -> None:
+        """The watcher task. If it fails, the handler is stopped (nothing would watch it any
+        more) and `run` raises the failure."""
+        try:
+            await self._watcher.watch(receive)
+        except Exception:
+            self._handler_scope.cancel()
+            raise
 
     async def _call(self, call: Callable[[], Awaitable[JsonObject]]) -> JsonObject | None:
         request_id = self.request.id

@@ -1,0 +1,133 @@
+"""Run one coroutine beside the current task, like a task group with one child, cheaply.
+
+::
+
+    async with beside(watch, receive) as child:
+        ...                 # the body, in the current task
+        child.cancel()      # or not: leaving the block waits for the child
+
+On asyncio the child is a plain `asyncio.Task`: an anyio task group, its cancel scope and
+the cancel that ends it cost several times more, and every request pays for one. On any
+other event loop (trio) the child runs in an anyio task group. Either way:
+
+- the child runs in a copy of the current context (contextvars), as in a task group;
+- leaving the block waits for the child; if the body raised (a cancellation from outside
+  included), the child is cancelled first, through its own anyio cancel scope, so its
+  shielded clean-up is respected;
+- a cancellation that reaches the caller while it waits is held until the child has
+  finished, then propagates: no child is ever left running;
+- the child's exception is raised when the block is left (from a task group, wrapped in an
+  exception group).
+
+Two differences on asyncio, both cheaper: `cancel()` cancels the task itself (meant for a
+child that is waiting, not one in a shielded section), and a failing child does not cancel
+the body (the caller decides what its failure means).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from types import TracebackType
+from typing import Any, Protocol
+
+import anyio
+import anyio.lowlevel
+
+Child = Callable[..., Coroutine[Any, Any, None]]
+
+
+class Beside(Protocol):
+    """A child running beside the body of an `async with` block."""
+
+    async def __aenter__(self) -> Beside: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None: ...
+
+    def cancel(self) -> None:
+        """Cancel the child (leaving the block still waits for it to finish)."""
+
+
+def beside(fn: Child, *args: Any) -> Beside:
+    """Run `fn(*args)` beside the body of the `async with` block this is used in."""
+    if isinstance(anyio.lowlevel.current_token().native_token, asyncio.AbstractEventLoop):
+        return TaskBeside(fn, *args)
+    return GroupBeside(fn, *args)
+
+
+class TaskBeside:
+    """On asyncio: the child is a native task inside its own anyio cancel scope."""
+
+    __slots__ = ("_args", "_fn", "_scope", "_task")
+
+    def __init__(self, fn: Child, *args: Any) -> None:
+        self._fn = fn
+        self._args = args
+        self._scope = anyio.CancelScope()
+
+    async def __aenter__(self) -> TaskBeside:
+        self._task = asyncio.get_running_loop().create_task(self._child())
+        return self
+
+    async def _child(self) -> None:
+        with self._scope:
+            await self._fn(*self._args)
+
+    def cancel(self) -> None:
+        self._task.cancel()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        task = self._task
+        if exc_type is not None:
+            self._scope.cancel()
+        interrupted: BaseException | None = None
+        while not task.done():
+            try:
+                await asyncio.wait((task,))
+            except asyncio.CancelledError as cancelled:  # held until the child is done
+                self._scope.cancel()
+                interrupted = cancelled
+        if not task.cancelled() and (error := task.exception()) is not None:
+            raise error
+        if interrupted is not None:
+            raise interrupted
+
+
+class GroupBeside:
+    """On any other event loop: the child runs in its own cancel scope in a task group."""
+
+    def __init__(self, fn: Child, *args: Any) -> None:
+        self._fn = fn
+        self._args = args
+        self._scope = anyio.CancelScope()
+        self._group = anyio.create_task_group()
+
+    async def __aenter__(self) -> GroupBeside:
+        await self._group.__aenter__()
+        self._group.start_soon(self._child)
+        return self
+
+    async def _child(self) -> None:
+        with self._scope:
+            await self._fn(*self._args)
+
+    def cancel(self) -> None:
+        self._scope.cancel()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        return await self._group.__aexit__(exc_type, exc, tb)
