@@ -93,7 +93,7 @@ class TaskBeside:
         interrupted: BaseException | None = None
         while not task.done():
             try:
-                await asyncio.wait((task,))
+                await _done(task)
             except asyncio.CancelledError as cancelled:  # held until the child is done
                 self._scope.cancel()
                 interrupted = cancelled
@@ -101,6 +101,19 @@ class TaskBeside:
             raise error
         if interrupted is not None:
             raise interrupted
+
+
+def _done(task: asyncio.Task[None]) -> asyncio.Future[None]:
+    """A future that completes when `task` does; cancelling it leaves `task` alone (unlike
+    awaiting `task` itself). Cheaper than `asyncio.wait`."""
+    done: asyncio.Future[None] = task.get_loop().create_future()
+
+    def release(_: object) -> None:
+        if not done.done():
+            done.set_result(None)
+
+    task.add_done_callback(release)
+    return done
 
 
 class GroupBeside:

@@ -18,6 +18,7 @@ from typing import Literal, Protocol, TypeVar
 import anyio
 import anyio.lowlevel
 
+from ._event import LazyEvent
 from .cancel import CancelReason, CancelToken, RequestCancelled
 
 T = TypeVar("T")
@@ -35,7 +36,7 @@ class RunningWork:
 
     def __init__(self, on_idle: Callable[[], None]) -> None:
         self.running = 1  # the handler itself
-        self._idle = anyio.Event()
+        self._idle = LazyEvent()
         self._on_idle = on_idle
         self._owned: set[Closable] = set()
 

@@ -50,19 +50,21 @@ class CancelToken:
     """A thread-safe flag that worker-thread code polls to learn it should stop.
 
     Threads cannot be interrupted: a sync handler receives the token by annotating a
-    parameter `token: CancelToken` and checks it between steps.
+    parameter `token: CancelToken` and checks it between steps. The `threading.Event` that
+    `wait()` blocks on is made by the first thread that waits (most requests never do).
     """
 
-    __slots__ = ("_event", "_reason")
+    __slots__ = ("_event", "_lock", "_reason")
 
     def __init__(self) -> None:
-        self._event = threading.Event()
         self._reason: CancelReason | None = None
+        self._event: threading.Event | None = None
+        self._lock = threading.Lock()  # the event is made, or the token set, not both at once
 
     @property
     def cancelled(self) -> bool:
         """Whether the request has been cancelled."""
-        return self._event.is_set()
+        return self._reason is not None
 
     @property
     def reason(self) -> CancelReason | None:
@@ -79,8 +81,17 @@ class CancelToken:
 
         Use it instead of `time.sleep` in thread code so a cancel wakes the thread at once.
         """
-        return self._event.wait(timeout)
+        with self._lock:
+            if self._reason is not None:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
 
     def _set(self, reason: CancelReason) -> None:
-        self._reason = reason
-        self._event.set()
+        with self._lock:
+            self._reason = reason
+            event = self._event
+        if event is not None:
+            event.set()

@@ -35,6 +35,12 @@ class HandlerSignature:
     context_param: str | None
     token_param: str | None
     is_async: bool
+    _names: tuple[tuple[str, str], ...] = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # (field name, parameter name) pairs, read once: `bind` runs on every call
+        fields = self.arguments.model_fields.items()
+        object.__setattr__(self, "_names", tuple((n, f.alias or n) for n, f in fields))
 
     @property
     def parameters(self) -> dict[str, FieldInfo]:
@@ -53,10 +59,7 @@ class HandlerSignature:
         Raises `pydantic.ValidationError` when they do not fit the signature.
         """
         model = self.arguments.model_validate(arguments)
-        kwargs = {
-            field.alias or name: getattr(model, name)
-            for name, field in type(model).model_fields.items()
-        }
+        kwargs = {param: getattr(model, name) for name, param in self._names}
         if self.context_param:
             kwargs[self.context_param] = ctx
         if self.token_param:

@@ -27,6 +27,7 @@ from . import jsonrpc
 from ._asgi import Receive
 from ._background import beside
 from ._cancel_log import log_cancelled, log_ignored, log_orphan_exited
+from ._event import LazyEvent
 from ._observer import ScopeObserver, SideEffect
 from ._reply import ReplyWriter
 from ._validate import McpRequest
@@ -82,7 +83,7 @@ class RequestScope:
         self._replied = False
         self._finishing = False  # the final response is being written
         self._ended = False
-        self._over = anyio.Event()  # run() has returned
+        self._over = LazyEvent()  # run() has returned
         self._handler_scope = anyio.CancelScope()
         self._watcher = Watcher(
             self,
