@@ -48,12 +48,15 @@ class Watcher:
         self._grace = cancel_grace
         self._on_server_end = on_server_end
         self._error_sent = False
+        self._signalling = False  # the watcher itself is giving the signal
         deadline = math.inf if timeout is None else anyio.current_time() + timeout
         self._deadline = anyio.CancelScope(deadline=deadline)
 
     def stop(self) -> None:
-        """A signal came: stop watching (`watch` goes on to settle the end)."""
-        self._deadline.cancel()
+        """A signal came: stop watching (`watch` goes on to settle the end). A signal the
+        watcher gives itself needs no stopping: it is no longer waiting."""
+        if not self._signalling:
+            self._deadline.cancel()
 
     async def watch(self, receive: Receive) -> None:
         """Run until the reply is complete, or until a signal has been answered and the
@@ -63,7 +66,10 @@ class Watcher:
             await self._until_disconnect(receive)
             if scope.answered:
                 return  # the reply is complete (ASGI servers then report a disconnect)
-            if scope.client_gone():
+            self._signalling = True
+            goes_on = scope.client_gone()
+            self._signalling = False
+            if goes_on:
                 await anyio.sleep_forever()  # the handler goes on: keep watching the deadline
         if scope.reason is None and self._deadline.cancelled_caught:
             scope.cancel(CancelReason.TIMEOUT)

@@ -73,7 +73,13 @@ class RunningWork:
         self._on_idle()
 
     async def wait_idle(self, grace: float) -> bool:
-        """Wait up to `grace` seconds for all the work to return; True if it has."""
+        """Wait up to `grace` seconds for all the work to return; True if it has.
+
+        A cancelled async handler usually returns as soon as it runs again: one turn of the
+        event loop is waited first, and only work still running then starts the timer.
+        """
+        if self.running:
+            await anyio.lowlevel.checkpoint()
         if self.running:
             with anyio.move_on_after(grace):
                 await self._idle.wait()
