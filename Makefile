@@ -41,9 +41,11 @@ format: $(STAMP)
 
 bench: $(STAMP)  ## the full benchmark run (long)
 	$(BIN)/python -m bench.run --rounds 3
+	$(BIN)/python -m bench.cancel_latency
 
 bench-quick: $(STAMP)  ## a few minutes
 	$(BIN)/python -m bench.run --quick
+	$(BIN)/python -m bench.cancel_latency --quick
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache tests/node/node_modules
