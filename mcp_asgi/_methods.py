@@ -13,7 +13,7 @@ import binascii
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from ._primitives import Prompt, Resource, Tool
 from ._validate import McpRequest
@@ -30,6 +30,7 @@ class ResultOptions:
 
     page_size: int = 100
     ttl_ms: int = 0
+    cache_scope: Literal["public", "private"] = "public"
     listen_max_duration: float | None = None
 
 

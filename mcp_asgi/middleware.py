@@ -67,6 +67,7 @@ class McpMiddleware:
         self._options = ResultOptions(
             page_size=settings.page_size,
             ttl_ms=settings.list_ttl_ms,
+            cache_scope=settings.cache_scope,
             listen_max_duration=settings.listen_max_duration,
         )
         self._paths = frozenset({settings.path, settings.path.rstrip("/") + "/"})

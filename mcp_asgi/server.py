@@ -147,7 +147,7 @@ class McpServer(Registry, Methods, ChangeNotifications):
         result["_meta"] = meta
         if request.method in _CACHEABLE and result["resultType"] == "complete":
             result.setdefault("ttlMs", options.ttl_ms)
-            result.setdefault("cacheScope", "public")
+            result.setdefault("cacheScope", options.cache_scope)
             if is_retry(request.params):  # answers from an MRTR round: never cached
                 result["ttlMs"] = 0
         return result

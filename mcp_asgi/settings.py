@@ -53,6 +53,10 @@ class McpSettings(BaseSettings):
     )
     page_size: int = Field(default=100, gt=0, description="Items per page of list results.")
     list_ttl_ms: int = Field(default=0, ge=0, description="ttlMs of list and discover results.")
+    cache_scope: Literal["public", "private"] = Field(
+        default="public",
+        description="cacheScope of cacheable results; 'private' when they depend on who asks.",
+    )
     progress_min_interval: float = Field(
         default=0.0,
         ge=0,

@@ -204,6 +204,14 @@ async def test_discover_advertises_only_what_is_registered() -> None:
     assert result["ttlMs"] == 60_000
 
 
+@pytest.mark.parametrize("method", ["server/discover", "tools/list"])
+async def test_cache_scope_setting(method: str) -> None:
+    """`cache_scope="private"` marks cacheable results private, for per-user lists."""
+    result = await result_of(make_app(cache_scope="private", list_ttl_ms=5_000), method)
+    assert result["cacheScope"] == "private"
+    assert result["ttlMs"] == 5_000
+
+
 # -- tools/list ----------------------------------------------------------------------
 
 TOOL_NAMES = [
