@@ -418,21 +418,7 @@ def burst(
         closed_at.append(time.monotonic())
         sock.close()
     exits.wait_for(request_ids, ("cancel", "done"), grace + 10.0)
-    latencies: list[float] = []
-    closes: list[tuple[int, float]] = []
-    never = 0
-    for request_id, closed in zip(request_ids, closed_at, strict=True):
-        cancelled = exits.get(request_id, "cancel")
-        if cancelled is None:
-            if exits.get(request_id, "start") is not None:
-                never += 1
-            continue
-        latencies.append(max(0.0, cancelled - closed))
-        closes.append((request_id, closed))
-    summary = load._latency_summary(
-        latencies, taken=len(request_ids), never=never, not_started=len(request_ids) - started
-    )
-    load._add_noticed(summary, exits, closes)
+    summary = load.closed_calls_summary(exits, request_ids, closed_at, started=started)
     summary["all_started"] = all_started
     summary["close_span_ms"] = (closed_at[-1] - closed_at[0]) * 1000
     if children is not None:

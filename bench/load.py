@@ -18,7 +18,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -394,6 +394,28 @@ def _add_noticed(
         summary["unwound_ms"] = unwound
 
 
+def closed_calls_summary(
+    exits: ExitTimes, request_ids: Sequence[int], closed_at: Sequence[float], *, started: int
+) -> dict[str, Any]:
+    """Cancel latency (close -> the tool's recorded cancel) of calls closed at `closed_at`:
+    percentiles, how many never stopped, and how long the server took to notice."""
+    latencies: list[float] = []
+    closes: list[tuple[int, float]] = []
+    never = 0
+    for request_id, closed in zip(request_ids, closed_at, strict=True):
+        cancelled = exits.get(request_id, "cancel")
+        if cancelled is None:
+            if exits.get(request_id, "start") is not None:
+                never += 1
+            continue
+        latencies.append(max(0.0, cancelled - closed))
+        closes.append((request_id, closed))
+    taken = len(request_ids)
+    summary = _latency_summary(latencies, taken=taken, never=never, not_started=taken - started)
+    _add_noticed(summary, exits, closes)
+    return summary
+
+
 def _latency_summary(
     latencies: list[float], *, taken: int, never: int, not_started: int
 ) -> dict[str, Any]:
@@ -424,7 +446,6 @@ def mass_cancel(
     Latency per call = its tool's exit - its own close. RSS per stream = (RSS with all
     open - RSS just before opening) / streams.
     """
-    streams = len(request_ids)
     time.sleep(0.3)
     rss_before = rss_kib(pid)
     socks: list[socket.socket] = []
@@ -447,19 +468,7 @@ def mass_cancel(
     if around_close:
         time.sleep(0.2)  # let the request scopes finish after their handlers
         around_close[1]()
-    latencies = []
-    closes = []
-    never = 0
-    for request_id, closed in zip(request_ids, closed_at, strict=True):
-        cancelled = exits.get(request_id, "cancel")
-        if cancelled is None:
-            if exits.get(request_id, "start") is not None:
-                never += 1
-            continue
-        latencies.append(max(0.0, cancelled - closed))
-        closes.append((request_id, closed))
-    summary = _latency_summary(latencies, taken=streams, never=never, not_started=streams - started)
-    _add_noticed(summary, exits, closes)
+    summary = closed_calls_summary(exits, request_ids, closed_at, started=started)
     summary.update(
         {
             "all_started": all_started,

@@ -143,38 +143,10 @@ def _record_signals(log: ExitLog) -> None:
 
 def _otel_sdk_providers() -> dict[str, Any]:
     """SDK tracer + BatchSpanProcessor and SDK meter + periodic reader, both to no-op sinks."""
-    from collections.abc import Sequence
+    from .otel_sinks import noop_providers
 
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import (
-        MetricExporter,
-        MetricExportResult,
-        MetricsData,
-        PeriodicExportingMetricReader,
-    )
-    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-
-    class NullSpanExporter(SpanExporter):
-        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-            return SpanExportResult.SUCCESS
-
-    class NullMetricExporter(MetricExporter):
-        def export(
-            self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
-        ) -> MetricExportResult:
-            return MetricExportResult.SUCCESS
-
-        def force_flush(self, timeout_millis: float = 10_000) -> bool:
-            return True
-
-        def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-            return None
-
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(BatchSpanProcessor(NullSpanExporter()))
-    reader = PeriodicExportingMetricReader(NullMetricExporter(), export_interval_millis=5_000)
-    return {"tracer_provider": tracer_provider, "meter_provider": MeterProvider([reader])}
+    tracer_provider, meter_provider = noop_providers(export_interval_millis=5_000)
+    return {"tracer_provider": tracer_provider, "meter_provider": meter_provider}
 
 
 def _disable_telemetry(middleware: Any) -> None:

@@ -18,19 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import anyio
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import (
-    MetricExporter,
-    MetricExportResult,
-    MetricsData,
-    PeriodicExportingMetricReader,
-)
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 from mcp_asgi import McpMiddleware, McpServer
@@ -38,27 +29,7 @@ from mcp_asgi._asgi import Message, Receive, Scope, Send
 from mcp_asgi.scope import ScopeObserver
 from mcp_asgi.testing import McpTestClient
 
-
-class NoopSpanExporter(SpanExporter):
-    """Accepts every batch and drops it."""
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        return SpanExportResult.SUCCESS
-
-
-class NoopMetricExporter(MetricExporter):
-    """Accepts every export and drops it."""
-
-    def export(
-        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
-    ) -> MetricExportResult:
-        return MetricExportResult.SUCCESS
-
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return True
-
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        return None
+from .otel_sinks import noop_providers
 
 
 class TelemetryOff:
@@ -95,10 +66,9 @@ def build(variant: str) -> tuple[McpMiddleware, Callable[[], None]]:
             app._telemetry = TelemetryOff()  # type: ignore[assignment]
         return app, lambda: None
     sampler = ALWAYS_OFF if variant == "sdk-unsampled" else None
-    tracer_provider = TracerProvider(sampler=sampler, shutdown_on_exit=False)
-    tracer_provider.add_span_processor(BatchSpanProcessor(NoopSpanExporter()))
-    reader = PeriodicExportingMetricReader(NoopMetricExporter(), export_interval_millis=3_600_000)
-    meter_provider = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
+    tracer_provider, meter_provider = noop_providers(
+        export_interval_millis=3_600_000, sampler=sampler
+    )
     app = McpMiddleware(
         _not_found,
         server=_server(),

@@ -103,11 +103,11 @@ class McpMiddleware:
             await self.app(scope, receive, send)
 
     def _receive_with_shutdown(self, receive: Receive) -> Receive:
-        async def receive_with_shutdown() -> dict[str, object]:
+        async def receive_with_shutdown() -> Message:
             message = await receive()
             if message["type"] == "lifespan.shutdown":
                 await self.cancel_inflight()
-            return dict(message)
+            return message
 
         return receive_with_shutdown
 
