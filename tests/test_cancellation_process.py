@@ -130,14 +130,26 @@ async def test_stream_process_yields_lines(probe: Probe, pgid_file: Path) -> Non
     assert result["structuredContent"] == {"result": ["a", "b", "c"]}
 
 
+@pytest.mark.parametrize("mode", ["json", "sse"])
 @pytest.mark.parametrize("tool", ["sleepers", "stubborn"])
-async def test_disconnect_kills_the_whole_group(probe: Probe, pgid_file: Path, tool: str) -> None:
-    """A disconnect stops the child and its grandchild: SIGTERM to the group, and SIGKILL
-    for a group that ignores SIGTERM; the handler returns only once the group is gone."""
-    app = mcp_app(build_server(probe, pgid_file), process_kill_grace=0.3)
+async def test_disconnect_kills_the_whole_group(
+    probe: Probe, pgid_file: Path, tool: str, mode: str
+) -> None:
+    """A disconnect stops the child and its grandchild, in JSON and SSE mode: SIGTERM to the
+    group, and SIGKILL for a group that ignores SIGTERM; the handler returns only once the
+    group is gone."""
+    app = mcp_app(
+        build_server(probe, pgid_file),
+        process_kill_grace=0.3,
+        response_mode=mode,
+        keepalive_interval=0.05,  # SSE: a keep-alive opens the stream before the drop
+    )
     with serving(app) as client:
         async with client.stream("tools/call", {"name": tool, "arguments": {}}) as s:
             await wait_for(probe.started)
+            if mode == "sse":
+                await s.read_head()
+                assert s.headers["content-type"] == "text/event-stream"
             await eventually(lambda: read_pgid(pgid_file) is not None, what="the shell's pid")
             pgid = read_pgid(pgid_file)
             assert pgid is not None

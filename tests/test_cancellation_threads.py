@@ -81,12 +81,24 @@ def build_server(probe: Probe) -> McpServer:
     return server
 
 
+@pytest.mark.parametrize("mode", ["json", "sse"])
 @pytest.mark.parametrize("tool", ["polite", "offload"])
-async def test_a_thread_stops_with_its_token_and_the_request_exits(otel: Otel, tool: str) -> None:
-    """A disconnect tells a sync tool's thread, or one run with `ctx.run_sync`, via its token."""
+async def test_a_thread_stops_with_its_token_and_the_request_exits(
+    otel: Otel, tool: str, mode: str
+) -> None:
+    """A disconnect tells a sync tool's thread, or one run with `ctx.run_sync`, via its token,
+    in JSON and SSE mode."""
     probe = Probe()
-    with serving(mcp_app(build_server(probe), otel, cancel_grace=5)) as client:
-        await drop_mid_call(client, tool, probe, {})
+    app = mcp_app(
+        build_server(probe), otel, cancel_grace=5, response_mode=mode, keepalive_interval=0.05
+    )
+    with serving(app) as client:
+        async with client.stream("tools/call", {"name": tool, "arguments": {}}) as s:
+            await wait_for(probe.started)
+            if mode == "sse":  # a keep-alive has opened the stream: drop it mid-stream
+                await s.read_head()
+                assert s.headers["content-type"] == "text/event-stream"
+            await s.drop()
         await wait_for(probe.exited)
         await otel.wait_span(f"tools/call {tool}")
     assert probe.reason is CancelReason.CLIENT_DISCONNECT
