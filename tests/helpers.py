@@ -326,6 +326,7 @@ class Wire:
         self._chunks = [body] if isinstance(body, bytes) else list(body)
         self._leave_on = leave_on
         self._leave_when_done = leave_when_done
+        self._receive_failure: Exception | None = None
 
     def disconnect(self, *, broken_pipe: bool = False) -> None:
         """The client leaves (with `broken_pipe`, every later send fails)."""
@@ -333,6 +334,11 @@ class Wire:
         if not self.gone.is_set():
             self.disconnected_at = len(self.sent)
             self.gone.set()
+
+    def fail_receive(self) -> None:
+        """`receive` itself fails from now on (a broken server), instead of a disconnect."""
+        self._receive_failure = OSError("receive failed")
+        self.gone.set()
 
     async def receive(self) -> Message:
         if self._chunks:
@@ -342,6 +348,8 @@ class Wire:
             await wait_for(self._leave_on)
             self.disconnect()
         await self.gone.wait()
+        if self._receive_failure is not None:
+            raise self._receive_failure
         return {"type": "http.disconnect"}
 
     async def send(self, message: Message) -> None:
@@ -379,6 +387,13 @@ class Wire:
     @property
     def body(self) -> bytes:
         return b"".join(m.get("body", b"") for m in self.bodies)
+
+    @property
+    def written_after_disconnect(self) -> list[bytes]:
+        """Body bytes sent after the client left (there must never be any)."""
+        if self.disconnected_at is None:
+            return []
+        return [m["body"] for m in self.sent[self.disconnected_at :] if m.get("body")]
 
     @property
     def ended(self) -> bool:

@@ -8,19 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import anyio
 import pytest
 
 from mcp_asgi import CancelReason, CancelToken, Context, McpMiddleware, McpServer, McpSettings
-from mcp_asgi._asgi import Message
 from mcp_asgi._background import Beside, GroupBeside, beside
-from mcp_asgi.testing import McpTestClient
 
-from .conftest import Otel
+from .helpers import Otel, Wire, wire_for
 
 Make = Callable[..., Beside]
 _var: contextvars.ContextVar[str] = contextvars.ContextVar("_var", default="unset")
@@ -44,6 +41,23 @@ def leaves(exc: BaseException | None) -> list[type[BaseException]]:
         return []
     inner: tuple[BaseException, ...] = getattr(exc, "exceptions", ())
     return [t for sub in inner for t in leaves(sub)] if inner else [type(exc)]
+
+
+def slow_to_unwind(
+    started: anyio.Event, events: list[str]
+) -> Callable[[], Coroutine[Any, Any, None]]:
+    """A child that runs until cancelled, then takes a (shielded) moment to unwind."""
+
+    async def child() -> None:
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(0.02)
+            events.append("child unwound")
+
+    return child
 
 
 async def test_leaving_the_block_waits_for_the_child(make: Make) -> None:
@@ -122,15 +136,7 @@ async def test_an_outside_cancel_cancels_and_awaits_the_child(make: Make) -> Non
     once the child has finished unwinding."""
     events: list[str] = []
     started = anyio.Event()
-
-    async def child() -> None:
-        started.set()
-        try:
-            await anyio.sleep_forever()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await anyio.sleep(0.02)
-            events.append("child unwound")
+    child = slow_to_unwind(started, events)
 
     with anyio.fail_after(5), anyio.CancelScope() as outer:
         async with make(child):
@@ -148,15 +154,7 @@ async def test_repeated_native_cancels_still_wait_for_the_child() -> None:
     the task ends cancelled, and only after its child."""
     events: list[str] = []
     started = anyio.Event()
-
-    async def child() -> None:
-        started.set()
-        try:
-            await anyio.sleep_forever()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await anyio.sleep(0.02)
-            events.append("child unwound")
+    child = slow_to_unwind(started, events)
 
     async def request() -> None:
         async with beside(child):
@@ -176,64 +174,9 @@ async def test_repeated_native_cancels_still_wait_for_the_child() -> None:
 # -- whole requests (on trio: the task-group path) ----------------------------------------
 
 
-class Wire:
-    """One scripted request: the body, then `receive` blocks until the client leaves
-    (`disconnect()`) or `receive` itself fails (`fail()`)."""
-
-    def __init__(self, tool: str, accept: str, **arguments: Any) -> None:
-        client = McpTestClient("http://127.0.0.1:8000/mcp")
-        body = client.build("tools/call", {"name": tool, "arguments": arguments}, id=7)
-        headers = client.headers_for(body) | {"accept": accept}
-        self.scope: dict[str, Any] = {
-            "type": "http",
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": "/mcp",
-            "root_path": "",
-            "query_string": b"",
-            "headers": [(k.encode(), v.encode()) for k, v in headers.items()],
-            "client": ("127.0.0.1", 50000),
-        }
-        self.sent: list[Message] = []
-        self.written_after_disconnect: list[bytes] = []
-        self._body = json.dumps(body).encode()
-        self._delivered = False
-        self._gone = anyio.Event()
-        self._failure: Exception | None = None
-
-    def disconnect(self) -> None:
-        self._gone.set()
-
-    def fail(self) -> None:
-        self._failure = OSError("receive failed")
-        self._gone.set()
-
-    async def receive(self) -> dict[str, Any]:
-        if not self._delivered:
-            self._delivered = True
-            return {"type": "http.request", "body": self._body, "more_body": False}
-        await self._gone.wait()
-        if self._failure is not None:
-            raise self._failure
-        return {"type": "http.disconnect"}
-
-    async def send(self, message: Message) -> None:
-        if self._gone.is_set() and message.get("body"):
-            self.written_after_disconnect.append(message["body"])
-        self.sent.append(message)
-
-    @property
-    def status(self) -> int:
-        return int(self.sent[0]["status"])
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        raw = b"".join(m.get("body", b"") for m in self.sent if m["type"].endswith("body"))
-        if raw.startswith(b"{"):
-            return [json.loads(raw)]
-        lines = raw.decode().splitlines()
-        return [json.loads(line[5:]) for line in lines if line.startswith("data:") and line[5:]]
+def tool_wire(tool: str, accept: str, **arguments: Any) -> Wire:
+    """A scripted `tools/call` of `tool` whose client stays until told to leave."""
+    return wire_for("tools/call", {"name": tool, "arguments": arguments}, accept=accept)
 
 
 class Seen:
@@ -285,10 +228,6 @@ def build(seen: Seen, otel: Otel, **settings: Any) -> McpMiddleware:
     )
 
 
-async def serve(app: McpMiddleware, wire: Wire) -> None:
-    await app(wire.scope, wire.receive, wire.send)
-
-
 def outcome(otel: Otel) -> Any:
     [span] = otel.spans.get_finished_spans()
     return dict(span.attributes or {}).get("mcp_asgi.cancellation.outcome")
@@ -296,9 +235,9 @@ def outcome(otel: Otel) -> Any:
 
 async def test_a_reply(otel: Otel) -> None:
     """A call that returns: its result is written, nothing is cancelled."""
-    app, wire = build(Seen(), otel), Wire("echo", "application/json", text="hi")
+    app, wire = build(Seen(), otel), tool_wire("echo", "application/json", text="hi")
     with anyio.fail_after(5):
-        await serve(app, wire)
+        await wire.run(app)
     assert wire.status == 200
     assert wire.messages[-1]["result"]["content"][0]["text"] == "hi"
     assert outcome(otel) is None
@@ -310,10 +249,10 @@ async def test_a_disconnect_cancels_an_awaiting_handler(otel: Otel, accept: str)
     """The client leaves mid-await: the handler is cancelled (client_disconnect) and
     nothing more is written."""
     seen = Seen()
-    app, wire = build(seen, otel), Wire("forever", accept)
+    app, wire = build(seen, otel), tool_wire("forever", accept)
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(serve, app, wire)
+            tg.start_soon(wire.run, app)
             await seen.started.wait()
             wire.disconnect()
             await seen.exited.wait()
@@ -326,10 +265,10 @@ async def test_a_disconnect_cancels_an_awaiting_handler(otel: Otel, accept: str)
 async def test_a_disconnect_tells_a_thread(otel: Otel) -> None:
     """The client leaves while a sync tool runs in a thread: its token is cancelled."""
     seen = Seen()
-    app, wire = build(seen, otel), Wire("blocking", "text/event-stream")
+    app, wire = build(seen, otel), tool_wire("blocking", "text/event-stream")
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(serve, app, wire)
+            tg.start_soon(wire.run, app)
             await seen.started.wait()
             wire.disconnect()
     assert seen.reason is CancelReason.CLIENT_DISCONNECT
@@ -341,10 +280,10 @@ async def test_an_outside_cancel_is_a_server_shutdown(otel: Otel) -> None:
     """The request's task is cancelled from outside: the handler is cancelled, the reply
     ends with the shutdown error and the span says why."""
     seen = Seen()
-    app, wire = build(seen, otel), Wire("forever", "text/event-stream")
+    app, wire = build(seen, otel), tool_wire("forever", "text/event-stream")
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(serve, app, wire)
+            tg.start_soon(wire.run, app)
             await seen.started.wait()
             tg.cancel_scope.cancel()
     assert seen.exited.is_set()
@@ -358,12 +297,12 @@ async def test_a_watcher_failure_stops_the_handler_and_is_reported(otel: Otel) -
     """`receive()` fails while the handler runs: the handler is stopped and the failure
     becomes the middleware's internal error (HTTP 500), not a hang."""
     seen = Seen()
-    app, wire = build(seen, otel, response_mode="json"), Wire("forever", "application/json")
+    app, wire = build(seen, otel, response_mode="json"), tool_wire("forever", "application/json")
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(serve, app, wire)
+            tg.start_soon(wire.run, app)
             await seen.started.wait()
-            wire.fail()
+            wire.fail_receive()
     assert seen.exited.is_set()
     assert wire.status == 500
     assert wire.messages[-1]["error"]["code"] == -32603
