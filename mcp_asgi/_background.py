@@ -19,8 +19,10 @@ other event loop (trio) the child runs in an anyio task group. Either way:
 - the child's exception is raised when the block is left (from a task group, wrapped in an
   exception group).
 
-Two differences on asyncio, both cheaper: `cancel()` cancels the task itself (meant for a
-child that is waiting, not one in a shielded section), and a failing child does not cancel
+Three differences on asyncio, all cheaper: the child's task is made only when the body
+first suspends or the block is left (cancelled before then, the child never runs, as a
+task cancelled before its first step); `cancel()` cancels the task itself (meant for a
+child that is waiting, not one in a shielded section); and a failing child does not cancel
 the body (the caller decides what its failure means).
 """
 
@@ -32,7 +34,6 @@ from types import TracebackType
 from typing import Any, Protocol
 
 import anyio
-import anyio.lowlevel
 
 Child = Callable[..., Coroutine[Any, Any, None]]
 
@@ -55,31 +56,63 @@ class Beside(Protocol):
 
 def beside(fn: Child, *args: Any) -> Beside:
     """Run `fn(*args)` beside the body of the `async with` block this is used in."""
-    if isinstance(anyio.lowlevel.current_token().native_token, asyncio.AbstractEventLoop):
+    if _on_asyncio():
         return TaskBeside(fn, *args)
     return GroupBeside(fn, *args)
 
 
-class TaskBeside:
-    """On asyncio: the child is a native task inside its own anyio cancel scope."""
+def _on_asyncio() -> bool:
+    """Whether the current task is an asyncio task (cheaper than asking anyio or sniffio;
+    a trio task hosted on an asyncio loop, in guest mode, is not one)."""
+    try:
+        return asyncio.current_task() is not None
+    except RuntimeError:  # no asyncio loop is running in this thread
+        return False
 
-    __slots__ = ("_args", "_fn", "_scope", "_task")
+
+class TaskBeside:
+    """On asyncio: the child is a native task inside its own anyio cancel scope.
+
+    The task is made only once the body first lets the event loop run, or when the block
+    is left: a child cancelled before then (a quick handler's watcher) costs no task.
+    """
+
+    __slots__ = ("_args", "_fn", "_scope", "_start", "_task")
 
     def __init__(self, fn: Child, *args: Any) -> None:
         self._fn = fn
         self._args = args
-        self._scope = anyio.CancelScope()
+        self._scope: anyio.CancelScope | None = None  # made when the child starts running
+        self._task: asyncio.Task[None] | None = None
+        self._start: asyncio.Handle | None = None
 
     async def __aenter__(self) -> TaskBeside:
-        self._task = asyncio.get_running_loop().create_task(self._child())
+        self._start = asyncio.get_running_loop().call_soon(self._create_task)
         return self
 
+    def _create_task(self) -> None:
+        self._start = None
+        self._task = asyncio.get_running_loop().create_task(self._child())
+
     async def _child(self) -> None:
-        with self._scope:
+        self._scope = scope = anyio.CancelScope()
+        with scope:
             await self._fn(*self._args)
 
     def cancel(self) -> None:
-        self._task.cancel()
+        if self._start is not None:  # not started: it never will be
+            self._start.cancel()
+            self._start = None
+        elif self._task is not None:
+            self._task.cancel()
+
+    def _cancel_from_scope(self, task: asyncio.Task[None]) -> None:
+        """Cancel the child through its anyio scope (respects its shielded sections), or
+        the task itself if its coroutine has not begun."""
+        if self._scope is not None:
+            self._scope.cancel()
+        else:
+            task.cancel()
 
     async def __aexit__(
         self,
@@ -87,15 +120,23 @@ class TaskBeside:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self._start is not None:  # the body never suspended: the child has not begun
+            self._start.cancel()
+            self._start = None
+            if exc_type is not None:
+                return  # it would be cancelled before it began
+            self._create_task()
         task = self._task
+        if task is None:  # cancelled before it started
+            return
         if exc_type is not None:
-            self._scope.cancel()
+            self._cancel_from_scope(task)
         interrupted: BaseException | None = None
         while not task.done():
             try:
                 await _done(task)
             except asyncio.CancelledError as cancelled:  # held until the child is done
-                self._scope.cancel()
+                self._cancel_from_scope(task)
                 interrupted = cancelled
         if not task.cancelled() and (error := task.exception()) is not None:
             raise error

@@ -7,6 +7,7 @@ JSON body; a notification or a keep-alive tick first commits the reply to SSE.
 
 from __future__ import annotations
 
+import collections
 import enum
 import json
 import logging
@@ -66,10 +67,11 @@ def encode_reply(message: Any) -> tuple[bytes, McpError | None]:
     return _encode(error_response(request_id, error)), error
 
 
+_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def _encode(message: Any) -> bytes:
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode(
-        "utf-8"
-    )
+    return _ENCODER.encode(message).encode("utf-8")
 
 
 async def send_json(
@@ -86,6 +88,42 @@ async def send_json(
     await send({"type": "http.response.body", "body": body})
 
 
+class _WriteLock:
+    """A FIFO lock that costs a flag when it is free (no task lookup, no checkpoint), as
+    the writes of one request almost never contend; a waiter is woken by an `anyio.Event`.
+    Ownership passes straight to the next waiter, so no write can jump the queue."""
+
+    __slots__ = ("_locked", "_waiters")
+
+    def __init__(self) -> None:
+        self._locked = False
+        self._waiters: collections.deque[anyio.Event] = collections.deque()
+
+    async def __aenter__(self) -> None:
+        if not self._locked:
+            self._locked = True
+            return
+        turn = anyio.Event()
+        self._waiters.append(turn)
+        try:
+            await turn.wait()
+        except BaseException:
+            if turn.is_set():  # handed the lock as the wait was cancelled: pass it on
+                self._release()
+            else:
+                self._waiters.remove(turn)
+            raise
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        if self._waiters:
+            self._waiters.popleft().set()  # stays locked: the next writer owns it now
+        else:
+            self._locked = False
+
+
 class ReplyWriter:
     """The only object that calls `send` for a request once it is dispatched.
 
@@ -100,7 +138,7 @@ class ReplyWriter:
     def __init__(self, send: Send, mode: ResponseMode) -> None:
         self._send_asgi = send
         self._mode: ResponseMode = mode
-        self._lock = anyio.Lock(fast_acquire=True)
+        self._lock = _WriteLock()
         self._started = False
         self._ended = False
         self.state = ReplyState.PENDING

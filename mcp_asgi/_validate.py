@@ -103,7 +103,8 @@ def validate(scope: Scope, message: IncomingMessage, catalog: MethodCatalog) -> 
     if request_id is None:
         raise ValueError("validate() takes requests, not notifications")
     fail = _Failer(request_id, legacy=message.method == "initialize")
-    header_version = _header(fail, scope, b"mcp-protocol-version", "MCP-Protocol-Version")
+    headers = _mcp_headers(scope)
+    header_version = _header(fail, headers, b"mcp-protocol-version", "MCP-Protocol-Version")
     meta = message.params.get("_meta")
     meta_version = meta.get(META_PREFIX + "protocolVersion") if isinstance(meta, dict) else None
     if header_version is None:
@@ -151,15 +152,15 @@ def validate(scope: Scope, message: IncomingMessage, catalog: MethodCatalog) -> 
             {"supported": list(SUPPORTED_VERSIONS)} if message.method in _LEGACY_METHODS else None
         )
         raise fail(404, METHOD_NOT_FOUND, f"Method not found: {message.method}", data)
-    _check_header(fail, scope, b"mcp-method", "Mcp-Method", message.method)
+    _check_header(fail, headers, b"mcp-method", "Mcp-Method", message.method)
     name_key = NAME_PARAM.get(message.method)
     if name_key is not None:
         value = message.params.get(name_key)
         if not isinstance(value, str):
             raise fail(400, INVALID_PARAMS, f"Invalid params: '{name_key}' must be a string")
-        _check_header(fail, scope, b"mcp-name", "Mcp-Name", value)
+        _check_header(fail, headers, b"mcp-name", "Mcp-Name", value)
         if message.method == "tools/call":
-            _check_param_headers(fail, scope, catalog.param_headers(value), message.params)
+            _check_param_headers(fail, headers, catalog.param_headers(value), message.params)
     return McpRequest(
         id=request_id,
         method=message.method,
@@ -185,9 +186,21 @@ class _Failer:
         return ProtocolError(status, code, message, data, request_id=self.request_id)
 
 
-def _header(fail: _Failer, scope: Scope, name: bytes, label: str) -> str | None:
+_Headers = dict[bytes, list[bytes]]
+
+
+def _mcp_headers(scope: Scope) -> _Headers:
+    """The `Mcp-*` request headers, by lower-case name, in one pass over the headers."""
+    found: _Headers = {}
+    for key, value in scope["headers"]:
+        if key[:4].lower() == b"mcp-":
+            found.setdefault(key.lower(), []).append(value)
+    return found
+
+
+def _header(fail: _Failer, headers: _Headers, name: bytes, label: str) -> str | None:
     """A header's value with optional whitespace trimmed; -32020 if it is sent twice."""
-    values = [v for k, v in scope["headers"] if k.lower() == name]
+    values = headers.get(name, ())
     if len(values) > 1:
         raise fail(400, HEADER_MISMATCH, f"Header mismatch: {label} header appears more than once")
     return values[0].decode("latin-1").strip(" \t") if values else None
@@ -208,8 +221,8 @@ def decode_header_value(raw: str) -> str | None:
         return None
 
 
-def _check_header(fail: _Failer, scope: Scope, name: bytes, label: str, expected: str) -> None:
-    raw = _header(fail, scope, name, label)
+def _check_header(fail: _Failer, headers: _Headers, name: bytes, label: str, expected: str) -> None:
+    raw = _header(fail, headers, name, label)
     if raw is None:
         raise fail(400, HEADER_MISMATCH, f"Header mismatch: {label} header is required")
     value = decode_header_value(raw)
@@ -225,12 +238,12 @@ def _check_header(fail: _Failer, scope: Scope, name: bytes, label: str, expected
 
 
 def _check_param_headers(
-    fail: _Failer, scope: Scope, specs: tuple[ParamHeader, ...], params: Mapping[str, Any]
+    fail: _Failer, headers: _Headers, specs: tuple[ParamHeader, ...], params: Mapping[str, Any]
 ) -> None:
     arguments = params.get("arguments")
     for spec in specs:
         label = f"Mcp-Param-{spec.header}"
-        raw = _header(fail, scope, b"mcp-param-" + spec.header.lower().encode("ascii"), label)
+        raw = _header(fail, headers, b"mcp-param-" + spec.header.lower().encode("ascii"), label)
         value = None if raw is None else decode_header_value(raw)
         if raw is not None and value is None:
             raise fail(400, HEADER_MISMATCH, f"Header mismatch: {label} header value is malformed")

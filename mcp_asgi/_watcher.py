@@ -47,22 +47,29 @@ class Watcher:
         self._keepalive = keepalive_interval if scope.writer.streams else 0.0
         self._grace = cancel_grace
         self._on_server_end = on_server_end
+        self._timeout = timeout
         self._error_sent = False
         self._signalling = False  # the watcher itself is giving the signal
-        deadline = math.inf if timeout is None else anyio.current_time() + timeout
-        self._deadline = anyio.CancelScope(deadline=deadline)
+        self._stopped = False
+        self._deadline: anyio.CancelScope | None = None  # made when watching starts
 
     def stop(self) -> None:
         """A signal came: stop watching (`watch` goes on to settle the end). A signal the
         watcher gives itself needs no stopping: it is no longer waiting."""
-        if not self._signalling:
+        if self._signalling:
+            return
+        self._stopped = True
+        if self._deadline is not None:
             self._deadline.cancel()
 
     async def watch(self, receive: Receive) -> None:
         """Run until the reply is complete, or until a signal has been answered and the
         handler has exited or used up its grace period."""
         scope = self._scope
-        with self._deadline:
+        self._deadline = deadline = anyio.CancelScope(deadline=self._deadline_at())
+        if self._stopped:
+            deadline.cancel()
+        with deadline:
             await self._until_disconnect(receive)
             if scope.answered:
                 return  # the reply is complete (ASGI servers then report a disconnect)
@@ -71,7 +78,7 @@ class Watcher:
             self._signalling = False
             if goes_on:
                 await anyio.sleep_forever()  # the handler goes on: keep watching the deadline
-        if scope.reason is None and self._deadline.cancelled_caught:
+        if scope.reason is None and deadline.cancelled_caught:
             scope.cancel(CancelReason.TIMEOUT)
         if scope.reason is not None:
             await self._after_signal(scope.reason)
@@ -85,6 +92,14 @@ class Watcher:
         await self._reply_server_error()
         if scope.outcome is None:
             await scope.work.wait_idle(self._grace)
+
+    def _deadline_at(self) -> float:
+        """The deadline on the event loop's clock, counted from the request's start (the
+        watcher may start later: it starts once the handler first suspends)."""
+        if self._timeout is None:
+            return math.inf
+        elapsed = max(0.0, self._scope.clock() - self._scope.started)
+        return anyio.current_time() + self._timeout - elapsed
 
     async def _until_disconnect(self, receive: Receive) -> None:
         """Read `receive()` until the client is gone, with keep-alives while it is quiet."""

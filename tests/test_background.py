@@ -74,6 +74,24 @@ async def test_leaving_the_block_waits_for_the_child(make: Make) -> None:
     assert events == ["body", "child"]
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_on_asyncio_a_child_cancelled_before_the_body_suspends_never_runs() -> None:
+    """A quick body that cancels its child before ever letting the loop run (a handler
+    that answers at once, then stops its watcher): the child never runs. (In a task group
+    it runs until its first checkpoint.)"""
+    events: list[str] = []
+
+    async def child() -> None:
+        events.append("child")
+
+    with anyio.fail_after(5):
+        async with beside(child) as running:
+            events.append("body")
+            running.cancel()
+    await anyio.sleep(0.01)
+    assert events == ["body"]
+
+
 async def test_cancel_stops_the_child(make: Make) -> None:
     """`cancel()` cancels the child; it is not an error; the block still waits for it."""
     events: list[str] = []
