@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import collections
 import enum
-import json
 import logging
 from typing import Any, Final
 
 import anyio
-from pydantic_core import to_jsonable_python
+from pydantic_core import to_json
 from sse_starlette.event import ServerSentEvent
 
 from ._asgi import Message, Send
@@ -38,10 +37,10 @@ class ReplyState(enum.Enum):
 
 
 def dump(message: Any) -> bytes:
-    """Compact JSON encoding of one JSON-RPC message.
+    """Compact JSON encoding (UTF-8) of one JSON-RPC message.
 
-    Values plain `json` cannot encode (datetimes, UUIDs, models, bytes in an error's
-    `data` or a prompt's content) are converted as pydantic would, NaN and infinities
+    Values plain JSON has no form for (datetimes, UUIDs, models, bytes in an error's
+    `data` or a prompt's content) are converted as pydantic does; NaN and infinities
     become null. A response that still cannot be encoded is replaced by a -32603 error
     for the same id, so the client always gets valid JSON; a notification raises
     `TypeError` to the handler that tried to send it.
@@ -53,11 +52,7 @@ def encode_reply(message: Any) -> tuple[bytes, McpError | None]:
     """`dump`, and the -32603 error that replaced a response that could not be encoded."""
     try:
         return _encode(message), None
-    except (TypeError, ValueError):
-        pass
-    try:
-        return _encode(to_jsonable_python(message, inf_nan_mode="null")), None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError):  # PydanticSerializationError is a ValueError
         pass
     if not (isinstance(message, dict) and ("result" in message or "error" in message)):
         raise TypeError("the message cannot be encoded as JSON") from None
@@ -67,11 +62,10 @@ def encode_reply(message: Any) -> tuple[bytes, McpError | None]:
     return _encode(error_response(request_id, error)), error
 
 
-_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
 def _encode(message: Any) -> bytes:
-    return _ENCODER.encode(message).encode("utf-8")
+    """pydantic-core's serializer: the same JSON as `json.dumps` with compact separators
+    and no ASCII escaping, several times faster, and it knows pydantic's types."""
+    return to_json(message, inf_nan_mode="null")
 
 
 async def send_json(

@@ -5,9 +5,10 @@ Knows nothing about methods or handlers; produces an immutable `IncomingMessage`
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
+
+from pydantic_core import from_json
 
 from . import jsonrpc
 from ._asgi import Receive, Scope, header
@@ -58,11 +59,14 @@ class ClientGone(Exception):
     """The client disconnected before the request body was read."""
 
 
+_UTF8_BOM: Final = b"\xef\xbb\xbf"
+
+
 def parse_message(body: bytes) -> IncomingMessage:
     """Parse the body as exactly one JSON-RPC request or notification."""
     try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
+        data = _load(body)
+    except ValueError:
         raise ProtocolError(400, PARSE_ERROR, "Parse error: body is not valid JSON") from None
     if isinstance(data, list):
         raise ProtocolError(
@@ -91,13 +95,21 @@ def peek_id(body: bytes | None) -> RequestId | None:
     if not body:
         return None
     try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
+        data = _load(body)
+    except ValueError:
         return None
     if not isinstance(data, dict):
         return None
     value = data.get("id")
     return value if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+
+
+def _load(body: bytes) -> Any:
+    """Parse JSON text: UTF-8 only, as RFC 8259 requires between systems, and a leading
+    byte order mark ignored, as it allows. Raises `ValueError`."""
+    if body.startswith(_UTF8_BOM):
+        body = body[len(_UTF8_BOM) :]
+    return from_json(body)
 
 
 def _read_id(data: dict[str, Any]) -> RequestId | None:

@@ -162,6 +162,21 @@ CASES = [
     case("bad-json", 400, PARSE, body=b'{"jsonrpc": "2.0", "id": 7,', echoes_id=False),
     case("not-utf8", 400, PARSE, body=b'{"x": "\xff"}', echoes_id=False),
     case("empty-body", 400, PARSE, body=b"", echoes_id=False),
+    case("utf8-bom", OK, None, body=b"\xef\xbb\xbf" + json.dumps(tool_call()).encode()),
+    case(
+        "utf16",
+        400,
+        PARSE,
+        body=json.dumps(tool_call()).encode("utf-16"),
+        echoes_id=False,
+    ),
+    case(
+        "lone-surrogate",
+        400,
+        PARSE,
+        body=b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"x":"\\ud800"}}',
+        echoes_id=False,
+    ),
     case(
         "deeply-nested",
         400,
