@@ -6,7 +6,10 @@
 Latency = the tool's real exit - the client's close of its TCP socket, per call, for:
 
 * ``async``: an `async def` tool in an `await anyio.sleep(...)` loop;
-* ``thread``: a plain `def` tool (a worker thread) polling its `CancelToken` every 10 ms;
+* ``thread``: a plain `def` tool (a worker thread) polling its `CancelToken` every 10 ms
+  between `time.sleep(0.01)` steps;
+* ``thread-wait``: the same with `token.wait(0.01)` steps, which also return at once when
+  the request is cancelled (the way the cancellation guide recommends);
 * ``subprocess``: ``ctx.run_process(["sleep", "30"])``, which obeys SIGTERM;
 * ``subprocess-ignores-term``: ``ctx.run_process(["/bin/sh", "-c", "trap '' TERM; sleep
   30"])``, which ignores it and is SIGKILLed once `process_kill_grace` has passed;
@@ -68,16 +71,18 @@ if TYPE_CHECKING:
 
 MODES = ("json", "sse")
 FLOOR = "floor"  # a bare ASGI app on the same uvicorn (async kind only): the lower bound
-KINDS = ("async", "thread", "subprocess", "subprocess-ignores-term")
+KINDS = ("async", "thread", "thread-wait", "subprocess", "subprocess-ignores-term")
 TOOLS = {
     "async": "slow",  # `load.mass_cancel` calls `slow`
     "thread": "slow_sync",
+    "thread-wait": "slow_sync_wait",
     "subprocess": "slow_process",
     "subprocess-ignores-term": "slow_process_ignoring_term",
 }
 LABELS = {
     "async": "async (`anyio.sleep` loop)",
     "thread": "thread (token polled every 10 ms)",
+    "thread-wait": "thread (`token.wait(0.01)` steps: polls, and wakes on the cancel)",
     "subprocess": 'subprocess (`run_process(["sleep", "30"])`)',
     "subprocess-ignores-term": "subprocess ignoring SIGTERM (`trap '' TERM`)",
 }
@@ -146,6 +151,19 @@ def build_app(log: ExitLog, mode: str, kill_grace: float) -> Any:
         if _sleep_sync(seconds, lambda: token.cancelled):
             log("cancel", request_id)
             token.raise_if_cancelled()
+        log("done", request_id)
+        return "done"
+
+    @mcp.tool()
+    def slow_sync_wait(seconds: float, token: CancelToken, ctx: Context) -> str:
+        """Sleep in 10 ms steps of `token.wait`, which returns at once when cancelled."""
+        request_id = ctx.request_id
+        log("start", request_id)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if token.wait(POLL_INTERVAL):
+                log("cancel", request_id)
+                token.raise_if_cancelled()
         log("done", request_id)
         return "done"
 
@@ -487,6 +505,7 @@ def goal_ms(kind: str, mode: str, grace: float) -> float | None:
     return {
         "async": GOAL_ASYNC_P99,
         "thread": GOAL_THREAD_P99,
+        "thread-wait": GOAL_THREAD_P99,
         "subprocess": grace * 1000 + GOAL_PROCESS_OVER_GRACE,
         "subprocess-ignores-term": grace * 1000 + GOAL_PROCESS_OVER_GRACE,
         "mass": GOAL_MASS_P99,
