@@ -1,118 +1,22 @@
-"""Subprocesses bound to a request: started in their own process group, and stopped with it.
-
-Stopping a group (`Child.aclose`)::
-
-    SIGTERM to the group ──► wait up to kill_grace for every member to exit ──► SIGKILL
-
-Grandchildren are in the same group, so they get the signals too. "Exited" means no live
-member is left: a zombie (dead, waiting to be reaped) does not count, and members the server
-process has adopted (it is PID 1 or a subreaper) are reaped here.
-"""
+"""`ctx.run_process` and `ctx.stream_process`: commands bound to a request, each started in
+its own process group and stopped with it (`_process_group.Child`)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from types import TracebackType
-from typing import IO, Any, Final, Protocol
+from typing import Any, Final
 
 import anyio
-from anyio.abc import ByteReceiveStream, Process
+from anyio.abc import ByteReceiveStream
 
-_POLL: Final = 0.005  # seconds between checks that a signalled group is empty
-_AFTER_KILL: Final = 1.0  # how long to wait for SIGKILLed members to be gone
+from ._process_group import Argv, Child, Owner
+
+__all__ = ["Argv", "ProcessLines", "run"]  # Argv: from `_process_group`, for `context`
+
 _CHUNK: Final = 65536
-Argv = Sequence[str | os.PathLike[str]]
-
-
-class Owner(Protocol):
-    """The request that owns the processes (see `RunningWork.own`)."""
-
-    def own(self, resource: Child) -> None: ...
-
-    def disown(self, resource: Child) -> None: ...
-
-
-class Child:
-    """A process started in a new session (its own process group), owned by a request."""
-
-    def __init__(self, process: Process, kill_grace: float, owner: Owner) -> None:
-        self.process = process
-        self.pgid = process.pid  # start_new_session: the child leads its own group
-        self._kill_grace = kill_grace
-        self._owner = owner
-        self._closed = False
-        owner.own(self)
-
-    @classmethod
-    async def start(
-        cls,
-        argv: Argv,
-        *,
-        stdin: int | IO[Any] | None,
-        stdout: int | IO[Any] | None,
-        stderr: int | IO[Any] | None,
-        cwd: str | os.PathLike[str] | None,
-        env: Mapping[str, str] | None,
-        kill_grace: float,
-        owner: Owner,
-    ) -> Child:
-        if isinstance(argv, (str, bytes)):
-            raise TypeError("argv must be a sequence of arguments, not a string")
-        # shielded: a cancel landing mid-spawn would leave a child no one owns (asyncio
-        # then kills only the leader); once owned, the cancel lands at the next checkpoint
-        with anyio.CancelScope(shield=True):
-            process = await anyio.open_process(
-                list(argv),
-                stdin=stdin,
-                stdout=stdout,
-                stderr=stderr,
-                cwd=cwd,
-                env=env,
-                start_new_session=True,
-            )
-            child = cls(process, kill_grace, owner)
-        return child
-
-    async def aclose(self) -> None:
-        """Stop whatever is left of the group (SIGTERM, grace, SIGKILL) and close the pipes.
-        Shielded from cancellation; idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self._owner.disown(self)
-        with anyio.CancelScope(shield=True):
-            try:
-                await self._stop_group()
-            finally:
-                await self.process.aclose()
-
-    async def _stop_group(self) -> None:
-        if not self._alive():
-            return
-        try:
-            _signal_group(self.process, signal.SIGTERM)
-            with anyio.move_on_after(self._kill_grace):
-                await self._wait_gone()
-            if self._alive():
-                _signal_group(self.process, signal.SIGKILL)
-                with anyio.move_on_after(_AFTER_KILL):
-                    await self._wait_gone()
-        except BaseException:  # cancelled from outside the shield: do not leave it running
-            _signal_group(self.process, signal.SIGKILL)
-            raise
-
-    def _alive(self) -> bool:
-        return self.process.returncode is None or _group_alive(self.pgid)
-
-    async def _wait_gone(self) -> None:
-        await self.process.wait()
-        while _group_alive(self.pgid):  # noqa: ASYNC110 - nothing to wait on but the kernel
-            await anyio.sleep(_POLL)
 
 
 async def run(
@@ -267,62 +171,3 @@ class ProcessLines:
 
     def _decode(self, line: bytes) -> str:
         return line.removesuffix(b"\r").decode(self._encoding, errors="replace")
-
-
-def _signal_group(process: Process, sig: signal.Signals) -> None:
-    if sys.platform == "win32":  # pragma: no cover - no process groups to signal
-        if sig == signal.SIGTERM:
-            process.terminate()
-        else:
-            process.kill()
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, sig)
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether any live (non-zombie) process is left in the group; reaps adopted ones."""
-    if sys.platform == "win32":  # pragma: no cover
-        return False
-    _reap_adopted(pgid)
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    if _has_live_member(pgid):
-        return True
-    _reap_adopted(pgid)  # members that died since the first pass: zombies stay dead
-    return False
-
-
-def _reap_adopted(pgid: int) -> None:
-    """Reap members of the group that are this process's children (it adopted them as PID 1
-    or as a subreaper). Only called once the group leader has been reaped."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-pgid, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
-def _has_live_member(pgid: int) -> bool:
-    """Read /proc: a group can outlive its members as zombies when nobody reaps them (an
-    init that does not reap, e.g. in a container); those are not alive."""
-    try:
-        pids = [name for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return True  # cannot tell: assume the worst
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as file:
-                stat = file.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
