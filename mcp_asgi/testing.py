@@ -28,6 +28,7 @@ import anyio
 from anyio.abc import SocketStream
 
 from ._asgi import ASGIApp
+from ._http_client import BodyReader, event_data, parse_messages, split_event
 
 PROTOCOL_VERSION = "2026-07-28"
 _SAFE = re.compile(r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$")
@@ -109,7 +110,7 @@ class McpStream:
     test can drop the connection while the server has sent nothing yet.
     """
 
-    def __init__(self, sock: SocketStream, reader: _BodyReader) -> None:
+    def __init__(self, sock: SocketStream, reader: BodyReader) -> None:
         self.status = 0
         self.headers: dict[str, str] = {}
         self._sock = sock
@@ -129,10 +130,10 @@ class McpStream:
             body = await self._reader.read_all()
             return json.loads(body) if body else None
         while True:
-            event, sep, rest = _split_event(self._buffer)
+            event, sep, rest = split_event(self._buffer)
             if sep:
                 self._buffer = rest
-                data = _event_data(event)
+                data = event_data(event)
                 if data is not None:
                     return dict(json.loads(data))
                 continue
@@ -223,7 +224,7 @@ class McpTestClient:
         """Send one raw request and read the whole response."""
         async with self._open(body, headers, http_method) as stream:
             raw = await stream.read_raw()
-            messages = _parse_messages(stream.headers, raw)
+            messages = parse_messages(stream.headers, raw)
             return McpResponse(stream.status, stream.headers, messages, raw)
 
     async def request(
@@ -273,112 +274,6 @@ class McpTestClient:
                 f"{k}: {v}" for k, v in extra.items() if k not in ("content-length", "connection")
             ]
             await sock.send(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + payload)
-            yield McpStream(sock, _BodyReader(sock))
+            yield McpStream(sock, BodyReader(sock))
         finally:
             await sock.aclose()
-
-
-class _BodyReader:
-    """Reads an HTTP/1.1 response head and body (content-length, chunked, or until close)."""
-
-    def __init__(self, sock: SocketStream) -> None:
-        self._sock = sock
-        self._buf = b""
-        self._remaining: int | None = None
-        self._chunked = False
-        self._done = False
-
-    async def _fill(self) -> bool:
-        try:
-            data = await self._sock.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return False
-        self._buf += data
-        return True
-
-    async def read_head(self) -> tuple[int, dict[str, str]]:
-        while b"\r\n\r\n" not in self._buf:
-            if not await self._fill():
-                raise ConnectionError("connection closed before the response head")
-        head, self._buf = self._buf.split(b"\r\n\r\n", 1)
-        lines = head.decode("latin-1").split("\r\n")
-        status = int(lines[0].split()[1])
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            key, _, value = line.partition(":")
-            headers[key.strip().lower()] = value.strip()
-        self._chunked = headers.get("transfer-encoding", "").lower() == "chunked"
-        if "content-length" in headers:
-            self._remaining = int(headers["content-length"])
-        return status, headers
-
-    async def read_chunk(self) -> bytes:
-        """The next piece of body; b"" at the end."""
-        if self._done:
-            return b""
-        if self._chunked:
-            while b"\r\n" not in self._buf:
-                if not await self._fill():
-                    self._done = True
-                    return b""
-            size_line, rest = self._buf.split(b"\r\n", 1)
-            size = int(size_line.split(b";")[0], 16)
-            while len(rest) < size + 2:
-                if not await self._fill():
-                    self._done = True
-                    return b""
-                rest = self._buf.split(b"\r\n", 1)[1]
-            self._buf = rest[size + 2 :]
-            if size == 0:
-                self._done = True
-            return rest[:size]
-        if self._remaining is not None:
-            if self._remaining == 0:
-                self._done = True
-                return b""
-            if not self._buf and not await self._fill():
-                self._done = True
-                return b""
-            piece, self._buf = self._buf[: self._remaining], self._buf[self._remaining :]
-            self._remaining -= len(piece)
-            return piece
-        if not self._buf and not await self._fill():
-            self._done = True
-            return b""
-        piece, self._buf = self._buf, b""
-        return piece
-
-    async def read_all(self) -> bytes:
-        parts = []
-        while chunk := await self.read_chunk():
-            parts.append(chunk)
-        return b"".join(parts)
-
-
-def _split_event(buffer: bytes) -> tuple[bytes, bytes, bytes]:
-    for sep in (b"\r\n\r\n", b"\n\n"):
-        if sep in buffer:
-            event, rest = buffer.split(sep, 1)
-            return event, sep, rest
-    return buffer, b"", b""
-
-
-def _event_data(event: bytes) -> str | None:
-    lines = [ln[5:].lstrip() for ln in event.decode("utf-8").splitlines() if ln.startswith("data:")]
-    return "\n".join(lines) if lines else None
-
-
-def _parse_messages(headers: Mapping[str, str], raw: bytes) -> list[dict[str, Any]]:
-    if headers.get("content-type", "").startswith("text/event-stream"):
-        messages = []
-        rest = raw
-        while True:
-            event, sep, rest = _split_event(rest)
-            data = _event_data(event)
-            if data is not None:
-                messages.append(json.loads(data))
-            if not sep:
-                return messages
-    if not raw:
-        return []
-    return [json.loads(raw)]

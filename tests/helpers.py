@@ -44,11 +44,12 @@ from starlette.routing import BaseRoute, Route
 
 from mcp_asgi import CancelReason, CancelToken, Context, McpMiddleware, McpServer, McpSettings
 from mcp_asgi._asgi import ASGIApp, Message, Receive, Scope, Send
+from mcp_asgi._http_client import parse_messages
 from mcp_asgi._reply import ReplyWriter
 from mcp_asgi._validate import McpRequest
 from mcp_asgi.scope import RequestScope, ScopeObserver
 from mcp_asgi.settings import ResponseMode
-from mcp_asgi.testing import PROTOCOL_VERSION, McpStream, McpTestClient, _parse_messages, serve
+from mcp_asgi.testing import PROTOCOL_VERSION, McpStream, McpTestClient, serve
 
 CANCEL_LOGGER = "mcp_asgi.cancellation"
 
@@ -403,7 +404,7 @@ class Wire:
     @property
     def messages(self) -> list[dict[str, Any]]:
         """The JSON-RPC messages sent: one JSON body, or every SSE `data:` event."""
-        return _parse_messages(self.headers, self.body)
+        return parse_messages(self.headers, self.body)
 
     @property
     def final(self) -> dict[str, Any]:
@@ -528,7 +529,7 @@ class Exchange:
     @property
     def replies(self) -> list[dict[str, Any]]:
         """The JSON-RPC messages of the response: one JSON body, or every SSE event."""
-        return _parse_messages({"content-type": self.content_type}, b"".join(self.chunks))
+        return parse_messages({"content-type": self.content_type}, b"".join(self.chunks))
 
 
 class Wiretap:
