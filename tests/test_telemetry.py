@@ -21,6 +21,7 @@ from opentelemetry.util.types import Attributes
 from mcp_asgi import CancelReason, McpMiddleware, McpServer, McpSettings
 from mcp_asgi import _attributes as a
 from mcp_asgi.settings import ResponseMode
+from mcp_asgi.telemetry import _metrics, _span_attributes
 
 from .helpers import (
     Otel,
@@ -524,6 +525,86 @@ async def test_duration_metric(otel: Otel) -> None:
     (active,) = otel.numbers(a.REQUESTS_ACTIVE)
     assert dict(active.attributes or {}) == {"mcp.method.name": "tools/call"}
     assert active.value == 0
+
+
+async def test_requests_active_counts_in_flight_across_middlewares(otel: Otel) -> None:
+    """mcp_asgi.requests.active is the number in flight, by method; two middlewares on one
+    meter provider count into the same series."""
+    probes = [Probe(), Probe()]
+    try:
+        async with anyio.create_task_group() as tg:
+            for probe in probes:
+                app = build_app(otel, probe)
+                tg.start_soon(call, app, "tools/call", {"name": "hog", "arguments": {}})
+            for probe in probes:
+                await wait_for(probe.started)
+            (active,) = otel.numbers(a.REQUESTS_ACTIVE)
+            assert dict(active.attributes or {}) == {"mcp.method.name": "tools/call"}
+            assert active.value == 2
+            for probe in probes:
+                probe.release.set()
+    finally:
+        for probe in probes:
+            probe.release.set()
+    (active,) = otel.numbers(a.REQUESTS_ACTIVE)
+    assert active.value == 0
+    assert otel.histograms(a.OPERATION_DURATION)[0].count == 2
+
+
+async def test_requests_active_waits_for_a_meter_provider(
+    otel: Otel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no meter provider yet (the global one not set), requests are counted where
+    nothing observes them; once one is set, they are counted on it."""
+    monkeypatch.setattr(_metrics, "_RECHECK", 0.0)
+    monkeypatch.setattr(metrics, "get_meter_provider", lambda: metrics.NoOpMeterProvider())
+    probe = Probe()
+    app = McpMiddleware(
+        host_app(), server=outcomes_server(probe), tracer_provider=otel.tracer_provider
+    )
+    await call(app, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    assert otel.span("tools/call echo")
+    monkeypatch.setattr(metrics, "get_meter_provider", lambda: otel.meter_provider)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, app, "tools/call", {"name": "hog", "arguments": {}})
+            await wait_for(probe.started)
+            assert otel.total(a.REQUESTS_ACTIVE) == 1
+            probe.release.set()
+    finally:
+        probe.release.set()
+    assert otel.total(a.REQUESTS_ACTIVE) == 0
+
+
+async def test_caller_fault_tool_name_stays_on_spans(otel: Otel) -> None:
+    """An unknown tool's name is `_OTHER` on metrics only: every span keeps the name sent."""
+    app = build_app(otel)
+    for _ in range(2):
+        await call(app, "tools/call", {"name": "nosuch", "arguments": {}})
+    await call(app, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    spans = otel.finished("tools/call nosuch")
+    assert [attrs(span)["gen_ai.tool.name"] for span in spans] == ["nosuch", "nosuch"]
+    counts = {
+        (p.attributes or {})["gen_ai.tool.name"]: p.count
+        for p in otel.histograms(a.OPERATION_DURATION)
+    }
+    assert counts == {"_OTHER": 2, "echo": 1}
+
+
+async def test_many_tool_names_keep_their_own_spans(
+    otel: Otel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Span names and attributes are made once per tool name, in a bounded store: past its
+    bound every name still gets its own span name and attributes."""
+    monkeypatch.setattr(_span_attributes, "_MAX_SHAPES", 2)
+    app = build_app(otel)
+    names = ["echo", "nosuch", "other", "echo", "third", "nosuch"]
+    for name in names:
+        await call(app, "tools/call", {"name": name, "arguments": {"text": "hi"}})
+    spans = otel.spans.get_finished_spans()
+    assert [span.name for span in spans] == [f"tools/call {name}" for name in names]
+    assert [attrs(span)["gen_ai.tool.name"] for span in spans] == names
+    assert all(attrs(span)["mcp.method.name"] == "tools/call" for span in spans)
 
 
 async def test_no_ids_uris_or_arguments_on_metrics(otel: Otel) -> None:

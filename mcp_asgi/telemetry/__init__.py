@@ -31,10 +31,10 @@ from .._version import __version__
 from ..jsonrpc import McpError
 from ..scope import ScopeObserver
 from ._context import ParentContext
-from ._metrics import Instruments
+from ._metrics import ActiveWatch, Instruments, get_meter
 from ._noop import ContextOnly, ProviderWatch
 from ._request import RequestTelemetry
-from ._span_attributes import rejected_span
+from ._span_attributes import SpanShapes, rejected_span
 from ._status import error_reply
 
 __all__ = ["RequestTelemetry", "Telemetry"]
@@ -55,8 +55,10 @@ class Telemetry:
     ) -> None:
         self.record_arguments = record_arguments
         self.parent_context = ParentContext()
+        self.shapes = SpanShapes()
         self._providers = ProviderWatch(tracer_provider, meter_provider)
         self._warned = False
+        self.active = ActiveWatch(meter_provider, self.failed)
         try:
             self.tracer = trace.get_tracer(
                 "mcp_asgi", __version__, tracer_provider, schema_url=a.SCHEMA_URL
@@ -65,9 +67,7 @@ class Telemetry:
             self.failed()
             self.tracer = trace.NoOpTracer()
         try:
-            self.instruments = Instruments(
-                metrics.get_meter("mcp_asgi", __version__, meter_provider, schema_url=a.SCHEMA_URL)
-            )
+            self.instruments = Instruments(get_meter(meter_provider))
         except Exception:
             self.failed()
             self.instruments = Instruments(metrics.NoOpMeter("mcp_asgi"))

@@ -1,6 +1,6 @@
 """`RequestTelemetry`: one request's span, from validation to the handler's real exit.
 
-__init__        start the span (parent from `_meta`), count the request as active
+__init__        start the span (parent from `_meta`), count the request as in flight
 signalled       cancellation event and attributes
 side_effect     side-effect event (the first one's name as an attribute)
 ended           status, cancellation metrics, duration; end the span
@@ -21,8 +21,8 @@ from .._asgi import Scope
 from .._validate import McpRequest
 from ..scope import RequestScope, ScopeObserver, SideEffect
 from ._context import Activation
-from ._metrics import RequestMetrics, cancel_latency
-from ._span_attributes import json_value, request_span
+from ._metrics import ActiveRequests, RequestMetrics, cancel_latency
+from ._span_attributes import json_value
 from ._status import classify
 
 if TYPE_CHECKING:
@@ -50,20 +50,22 @@ class RequestTelemetry(ScopeObserver):
     def __init__(self, telemetry: Telemetry, asgi_scope: Scope, request: McpRequest) -> None:
         self._t = telemetry
         self._request = request
-        name, common, attributes = request_span(asgi_scope, request)
+        name, common, attributes = telemetry.shapes.request_span(asgi_scope, request)
         self._metrics = RequestMetrics(common, request.method)
         parent, links = telemetry.parent_context.extract(request.meta)
         self.span = telemetry.tracer.start_span(
             name, context=parent, kind=SpanKind.SERVER, attributes=attributes, links=links
         )
         self._context = trace.set_span_in_context(self.span, parent)
-        self._ended = self._counted = self._orphaned = False
+        self._ended = self._orphaned = False
+        self._active: ActiveRequests | None = None  # the counts this request is in
         try:
             if self._records_tool_io():
                 arguments = request.params.get("arguments") or {}
                 self.span.set_attribute(a.GEN_AI_TOOL_CALL_ARGUMENTS, json_value(arguments))
-            telemetry.instruments.active.add(1, self._metrics.active)
-            self._counted = True
+            active = telemetry.active.get()
+            active.add(request.method, 1)
+            self._active = active
         except Exception:
             telemetry.failed()
 
@@ -100,8 +102,8 @@ class RequestTelemetry(ScopeObserver):
             self._annotate(scope)
         finally:
             try:
-                if self._counted:
-                    self._t.instruments.active.add(-1, self._metrics.active)
+                if self._active is not None:
+                    self._active.add(self._request.method, -1)
             finally:
                 self.span.end()
 

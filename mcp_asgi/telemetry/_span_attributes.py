@@ -16,27 +16,54 @@ from .._validate import NAME_PARAM, McpRequest
 from ..jsonrpc import McpError
 
 _MAX_JSON: Final = 8192
+_MAX_SHAPES: Final = 1024
+_NAMED_METHODS: Final = frozenset({"tools/call", "prompts/get"})  # their target names the span
 
 
-def request_span(
-    asgi_scope: Scope, request: McpRequest
-) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """The span name, the attributes the metrics share, and the span's attributes."""
-    common = _network(asgi_scope)
-    common[a.MCP_METHOD_NAME] = request.method
-    common[a.MCP_PROTOCOL_VERSION] = request.protocol_version
-    name = _target(request.method, request.target, common)
-    attributes = dict(common)
-    attributes[a.JSONRPC_REQUEST_ID] = str(request.id)
-    if request.session_id is not None:  # 2025-era sessions only; never on metrics
-        attributes[a.MCP_SESSION_ID] = request.session_id
-    if request.method == "resources/read" and request.target:
-        attributes[a.MCP_RESOURCE_URI] = request.target
-    client = asgi_scope.get("client")
-    if client:
-        attributes[a.CLIENT_ADDRESS] = str(client[0])
-        attributes[a.CLIENT_PORT] = int(client[1])
-    return name, common, attributes
+class SpanShapes:
+    """A request's span name and the attributes its span and metrics share, made once per
+    kind of request: HTTP version, method, protocol version, and tool or prompt name.
+
+    The shared attributes are never changed once made (callers copy them). A tool or prompt
+    name comes from the client, so the store is bounded: emptied when full.
+    """
+
+    __slots__ = ("_shapes",)
+
+    def __init__(self) -> None:
+        self._shapes: dict[tuple[Any, ...], tuple[str, dict[str, Any]]] = {}
+
+    def request_span(
+        self, asgi_scope: Scope, request: McpRequest
+    ) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """The span name, the attributes the metrics share (read only), and the span's
+        attributes."""
+        method = request.method
+        target = request.target if method in _NAMED_METHODS else None
+        key = (asgi_scope.get("http_version"), method, request.protocol_version, target)
+        shape = self._shapes.get(key)
+        if shape is None:
+            common = _network(asgi_scope)
+            common[a.MCP_METHOD_NAME] = method
+            common[a.MCP_PROTOCOL_VERSION] = request.protocol_version
+            shape = (_target(method, target, common), common)
+            if len(self._shapes) >= _MAX_SHAPES:
+                self._shapes.clear()
+            self._shapes[key] = shape
+        name, common = shape
+        attributes = dict(common)
+        attributes[a.JSONRPC_REQUEST_ID] = str(request.id)
+        if request.session_id is not None:  # 2025-era sessions only; never on metrics
+            attributes[a.MCP_SESSION_ID] = request.session_id
+        if method == "resources/read":
+            uri = request.target
+            if uri:
+                attributes[a.MCP_RESOURCE_URI] = uri
+        client = asgi_scope.get("client")
+        if client:
+            attributes[a.CLIENT_ADDRESS] = str(client[0])
+            attributes[a.CLIENT_PORT] = int(client[1])
+        return name, common, attributes
 
 
 def rejected_span(
