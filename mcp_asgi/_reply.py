@@ -91,13 +91,15 @@ class _WriteLock:
 
     def __init__(self) -> None:
         self._locked = False
-        self._waiters: collections.deque[anyio.Event] = collections.deque()
+        self._waiters: collections.deque[anyio.Event] | None = None  # made on contention
 
     async def __aenter__(self) -> None:
         if not self._locked:
             self._locked = True
             return
         turn = anyio.Event()
+        if self._waiters is None:
+            self._waiters = collections.deque()
         self._waiters.append(turn)
         try:
             await turn.wait()
@@ -112,7 +114,7 @@ class _WriteLock:
         self._release()
 
     def _release(self) -> None:
-        if self._waiters:
+        if self._waiters:  # None or empty: nobody waits
             self._waiters.popleft().set()  # stays locked: the next writer owns it now
         else:
             self._locked = False
