@@ -37,13 +37,8 @@ class _NullLog(targets.ExitLog):
         pass
 
 
-def _http_scope(request: bytes) -> dict[str, Any]:
-    head, _, _ = request.partition(b"\r\n\r\n")
-    lines = head.split(b"\r\n")[1:]
-    headers = [
-        (name.strip().lower(), value.strip())
-        for name, _, value in (line.partition(b":") for line in lines)
-    ]
+def http_scope(headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    """The ASGI scope uvicorn would give a `POST /mcp` with `headers` (lower-case names)."""
     return {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.4"},
@@ -59,6 +54,18 @@ def _http_scope(request: bytes) -> dict[str, Any]:
         "server": ("127.0.0.1", PORT),
         "state": {},
     }
+
+
+def _scope_of(request: bytes) -> dict[str, Any]:
+    """The scope of a whole HTTP/1.1 request as `load.tool_call` writes it."""
+    head, _, _ = request.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")[1:]
+    return http_scope(
+        [
+            (name.strip().lower(), value.strip())
+            for name, _, value in (line.partition(b":") for line in lines)
+        ]
+    )
 
 
 async def _one_call(app: Any, scope: dict[str, Any], payload: bytes) -> bytes:
@@ -86,7 +93,7 @@ async def _one_call(app: Any, scope: dict[str, Any], payload: bytes) -> bytes:
 async def _measure(app: Any, calls: int, concurrency: int) -> float:
     """µs per request over `calls` echo calls, `concurrency` in flight."""
     request = load.tool_call("echo", {"text": load.ECHO_TEXT}, 1, PORT)
-    scope = _http_scope(request)
+    scope = _scope_of(request)
     payload = request.partition(b"\r\n\r\n")[2]
     reply = await _one_call(app, scope, payload)
     if load.ECHO_TEXT.encode() not in reply:

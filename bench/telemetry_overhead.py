@@ -29,6 +29,7 @@ from mcp_asgi._asgi import Message, Receive, Scope, Send
 from mcp_asgi.scope import ScopeObserver
 from mcp_asgi.testing import McpTestClient
 
+from .inprocess import http_scope
 from .otel_sinks import noop_providers
 
 
@@ -93,20 +94,7 @@ def _request() -> tuple[bytes, list[tuple[bytes, bytes]]]:
 async def drive(app: McpMiddleware, requests: int) -> float:
     """Seconds per request for `requests` sequential calls."""
     body, headers = _request()
-    scope: dict[str, Any] = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
-        "root_path": "",
-        "query_string": b"",
-        "headers": headers,
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8000),
-    }
+    scope = http_scope([(name.lower(), value) for name, value in headers])
     statuses: list[int] = []
 
     async def send(message: Message) -> None:
