@@ -29,6 +29,7 @@ the body (the caller decides what its failure means).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, Protocol
@@ -77,7 +78,7 @@ class TaskBeside:
     is left: a child cancelled before then (a quick handler's watcher) costs no task.
     """
 
-    __slots__ = ("_args", "_fn", "_scope", "_start", "_task")
+    __slots__ = ("_args", "_context", "_fn", "_scope", "_start", "_task")
 
     def __init__(self, fn: Child, *args: Any) -> None:
         self._fn = fn
@@ -87,7 +88,8 @@ class TaskBeside:
         self._start: asyncio.Handle | None = None
 
     async def __aenter__(self) -> TaskBeside:
-        self._start = asyncio.get_running_loop().call_soon(self._create_task)
+        self._context = contextvars.copy_context()  # the child's, as of entering the block
+        self._start = asyncio.get_running_loop().call_soon(self._create_task, context=self._context)
         return self
 
     def _create_task(self) -> None:
@@ -125,7 +127,7 @@ class TaskBeside:
             self._start = None
             if exc_type is not None:
                 return  # it would be cancelled before it began
-            self._create_task()
+            self._context.run(self._create_task)
         task = self._task
         if task is None:  # cancelled before it started
             return

@@ -130,6 +130,24 @@ async def test_the_child_runs_in_a_copy_of_the_callers_context(make: Make) -> No
         _var.reset(token)
 
 
+async def test_the_child_sees_the_context_of_the_blocks_entry(make: Make) -> None:
+    """What the body sets after entering the block is not the child's, even when the child
+    only starts as the block is left (a body that never suspended)."""
+    seen: list[str] = []
+
+    async def child() -> None:
+        seen.append(_var.get())
+
+    token = _var.set("entry")
+    try:
+        with anyio.fail_after(5):
+            async with make(child):
+                _var.set("body")
+        assert seen == ["entry"]
+    finally:
+        _var.reset(token)
+
+
 async def test_a_child_failure_is_raised_when_the_block_is_left(make: Make) -> None:
     """The child's exception is not lost: leaving the block raises it."""
     failed = anyio.Event()
