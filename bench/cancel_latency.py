@@ -49,6 +49,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import asdict, dataclass
@@ -70,7 +71,8 @@ if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
 
 MODES = ("json", "sse")
-FLOOR = "floor"  # a bare ASGI app on the same uvicorn (async kind only): the lower bound
+FLOOR = "floor"  # a bare ASGI app on the same uvicorn (async and thread kinds): the lower bound
+FLOOR_KINDS = ("async", "thread")
 KINDS = ("async", "thread", "thread-wait", "subprocess", "subprocess-ignores-term")
 TOOLS = {
     "async": "slow",  # `load.mass_cancel` calls `slow`
@@ -111,7 +113,8 @@ class Plan:
 
     @property
     def servers(self) -> tuple[str, ...]:
-        return self.modes + ((FLOOR,) if self.floor and "async" in self.kinds else ())
+        wanted = self.floor and any(kind in FLOOR_KINDS for kind in self.kinds)
+        return self.modes + ((FLOOR,) if wanted else ())
 
 
 # -- the server (its own process) ------------------------------------------------------
@@ -203,7 +206,9 @@ def build_app(log: ExitLog, mode: str, kill_grace: float) -> Any:
 def floor_app(log: ExitLog) -> ASGIApp:
     """The floor: a bare ASGI app on the same uvicorn that logs `start` once it has a
     call's body and `cancel` when `receive()` returns `http.disconnect` — the earliest any
-    framework on this server can learn of the close (only `echo` is answered)."""
+    framework on this server can learn of the close (only `echo` is answered). A call of
+    the thread tool also starts a thread that sleeps in 10 ms steps until the disconnect:
+    the load the thread tool puts on the server, without any framework."""
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -226,12 +231,22 @@ def floor_app(log: ExitLog) -> ASGIApp:
             await send({"type": "http.response.start", "status": 200, "headers": head})
             await send({"type": "http.response.body", "body": reply})
             return
+        stop = threading.Event()
+        if call["params"]["name"] == TOOLS["thread"]:  # the thread tool's load, no framework
+            threading.Thread(target=_poll_until, args=(stop,), daemon=True).start()
         log("start", call["id"])
         while (await receive())["type"] != "http.disconnect":
             pass
         log("cancel", call["id"])
+        stop.set()
 
     return app
+
+
+def _poll_until(stop: threading.Event) -> None:
+    """What the thread tool does to the server, minus the token: wake every 10 ms."""
+    while not stop.is_set():
+        time.sleep(POLL_INTERVAL)
 
 
 _REQUEST_ID = re.compile(rb'"id":(\d+)')
@@ -451,7 +466,7 @@ def measure_mode(
     cancel; kinds in an order that rotates with the round (the floor: async only)."""
     server = CancelServer(mode, workdir, plan.kill_grace)
     record: dict[str, Any] = {"mode": mode, "round": round_no, "loadavg_before": env.loadavg()}
-    kinds = tuple(k for k in plan.kinds if mode != FLOOR or k == "async")
+    kinds = tuple(k for k in plan.kinds if mode != FLOOR or k in FLOOR_KINDS)
     shift = round_no % max(1, len(kinds))
     kinds = kinds[shift:] + kinds[:shift]
     try:
@@ -576,6 +591,7 @@ def table(rows: list[dict[str, Any]], plan: Plan) -> str:
         if row["mode"] == FLOOR:
             label = "floor: bare ASGI app awaiting `http.disconnect`"
             label += f", {plan.mass} open" if kind == "mass" else ""
+            label += ", and a thread per call in 10 ms sleeps" if kind == "thread" else ""
         goal = report.DASH if row["goal_p99_ms"] is None else f"≤ {row['goal_p99_ms']:g}"
         never = f" ({row['never']} never)" if row["never"] else ""
         met = {None: report.DASH, True: "yes", False: "**no**"}[row["goal_met"]]
