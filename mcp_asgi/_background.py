@@ -140,6 +140,7 @@ class TaskBeside:
             except asyncio.CancelledError as cancelled:  # held until the child is done
                 self._cancel_from_scope(task)
                 interrupted = cancelled
+        self._task = None  # a cancelled task holds its exception, whose frames hold us
         if not task.cancelled() and (error := task.exception()) is not None:
             raise error
         if interrupted is not None:

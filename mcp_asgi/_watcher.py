@@ -15,6 +15,7 @@ error of a server-side cancel, or just the end of the reply) and gives the handl
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
@@ -43,7 +44,7 @@ class Watcher:
         cancel_grace: float,
         on_server_end: Callable[[CancelReason], JsonObject] | None,
     ) -> None:
-        self._scope = scope
+        self._scope_ref = weakref.ref(scope)  # the scope owns the watcher: no cycle
         self._keepalive = keepalive_interval if scope.writer.streams else 0.0
         self._grace = cancel_grace
         self._on_server_end = on_server_end
@@ -52,6 +53,12 @@ class Watcher:
         self._signalling = False  # the watcher itself is giving the signal
         self._stopped = False
         self._deadline: anyio.CancelScope | None = None  # made when watching starts
+
+    @property
+    def _scope(self) -> RequestScope:
+        scope = self._scope_ref()
+        assert scope is not None, "the watcher outlived its request scope"
+        return scope
 
     def stop(self) -> None:
         """A signal came: stop watching (`watch` goes on to settle the end). A signal the

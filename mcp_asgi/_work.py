@@ -70,7 +70,8 @@ class RunningWork:
             return
         if on_loop:
             self._idle.set()
-        self._on_idle()
+        on_idle, self._on_idle = self._on_idle, _nothing  # once; and no cycle left behind
+        on_idle()
 
     async def wait_idle(self, grace: float) -> bool:
         """Wait up to `grace` seconds for all the work to return; True if it has.
@@ -112,6 +113,10 @@ class RunningWork:
             raise
         self.done()
         return result
+
+
+def _nothing() -> None:
+    pass
 
 
 class _ThreadJob:

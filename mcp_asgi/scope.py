@@ -259,7 +259,8 @@ class RequestScope:
 
     def _failed(self, error: McpError, exc: Exception | None) -> JsonObject:
         if self.reason is None:  # after a signal, the error that counts is the signal's
-            self.error, self.exception = error, exc
+            # the protocol error's traceback would hold our frame, and so ourselves: a cycle
+            self.error, self.exception = error.with_traceback(None), exc
         return jsonrpc.error_response(self.request.id, error)
 
     def _work_returned(self) -> None:

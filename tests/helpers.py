@@ -497,13 +497,16 @@ def wire_for(
     accept: str | None = None,
     request_id: int | str = 1,
     leave_on: threading.Event | None = None,
+    leave_when_done: bool = False,
     **options: Any,
 ) -> Wire:
     """A `Wire` carrying one well-formed 2026-07-28 request (the client stays until it
-    disconnects)."""
+    disconnects, or with `leave_when_done` until the response is complete)."""
     body = mcp_body(method, params, id=request_id, **options)
     headers = mcp_headers(body, accept=accept) if accept else mcp_headers(body)
-    return Wire(json.dumps(body).encode(), headers, leave_on=leave_on)
+    return Wire(
+        json.dumps(body).encode(), headers, leave_on=leave_on, leave_when_done=leave_when_done
+    )
 
 
 class Exchange:
