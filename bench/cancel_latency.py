@@ -162,11 +162,9 @@ def build_app(log: ExitLog, mode: str, kill_grace: float) -> Any:
         """Sleep in 10 ms steps of `token.wait`, which returns at once when cancelled."""
         request_id = ctx.request_id
         log("start", request_id)
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            if token.wait(POLL_INTERVAL):
-                log("cancel", request_id)
-                token.raise_if_cancelled()
+        if _sleep_sync(seconds, lambda: token.cancelled, nap=token.wait):
+            log("cancel", request_id)
+            token.raise_if_cancelled()
         log("done", request_id)
         return "done"
 

@@ -55,13 +55,16 @@ class ExitLog:
                 os.write(self._fd, "".join(lines).encode())
 
 
-def _sleep_sync(seconds: float, cancelled: Callable[[], bool]) -> bool:
-    """Sleep `seconds` in 10 ms steps; True if `cancelled()` turned true first."""
+def _sleep_sync(
+    seconds: float, cancelled: Callable[[], bool], nap: Callable[[float], object] = time.sleep
+) -> bool:
+    """Sleep `seconds` in 10 ms naps; True if `cancelled()` turned true first. (`nap` may
+    return early, as `CancelToken.wait` does when the request is cancelled.)"""
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         if cancelled():
             return True
-        time.sleep(POLL_INTERVAL)
+        nap(POLL_INTERVAL)
     return False
 
 
