@@ -41,7 +41,6 @@ import argparse
 import contextlib
 import itertools
 import json
-import math
 import os
 import re
 import shlex
@@ -65,7 +64,7 @@ from mcp_asgi._asgi import ASGIApp, Message, Receive, Scope, Send
 from mcp_asgi.settings import ResponseMode
 
 from . import env, load, report, run
-from .targets import POLL_INTERVAL, ExitLog, _record_signals, _sleep_sync
+from .targets import POLL_INTERVAL, ExitLog, _record_signals, sleep_steps_sync, slow_steps
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
@@ -133,40 +132,23 @@ def build_app(log: ExitLog, mode: str, kill_grace: float) -> Any:
 
     @mcp.tool()
     async def slow(seconds: float, ctx: Context) -> str:
-        """Await `anyio.sleep` in a loop; one progress event first (starts an SSE reply)."""
-        request_id = ctx.request_id
-        await ctx.report_progress(0, total=seconds)
-        log("start", request_id)
-        try:
-            for step in range(max(1, math.ceil(seconds))):
-                await anyio.sleep(min(1.0, seconds - step))
-        except anyio.get_cancelled_exc_class():
-            log("cancel", request_id)
-            raise
-        log("done", request_id)
-        return "done"
+        """Await `anyio.sleep` in a loop, a progress event before each step (the first
+        one starts an SSE reply)."""
+
+        async def progress(step: int, total: int) -> None:
+            await ctx.report_progress(step, total=total)
+
+        return await slow_steps(log, ctx.request_id, seconds, progress)
 
     @mcp.tool()
     def slow_sync(seconds: float, token: CancelToken, ctx: Context) -> str:
         """Sleep in 10 ms steps in a worker thread, polling the token between steps."""
-        request_id = ctx.request_id
-        log("start", request_id)
-        if _sleep_sync(seconds, lambda: token.cancelled):
-            log("cancel", request_id)
-            token.raise_if_cancelled()
-        log("done", request_id)
-        return "done"
+        return sleep_steps_sync(log, ctx.request_id, seconds, token)
 
     @mcp.tool()
     def slow_sync_wait(seconds: float, token: CancelToken, ctx: Context) -> str:
         """Sleep in 10 ms steps of `token.wait`, which returns at once when cancelled."""
-        request_id = ctx.request_id
-        log("start", request_id)
-        if _sleep_sync(seconds, lambda: token.cancelled, nap=token.wait):
-            log("cancel", request_id)
-            token.raise_if_cancelled()
-        log("done", request_id)
-        return "done"
+        return sleep_steps_sync(log, ctx.request_id, seconds, token, nap=token.wait)
 
     async def in_process(argv: list[str], ctx: Context) -> str:
         request_id = ctx.request_id
@@ -467,7 +449,7 @@ def measure_mode(
     kinds = tuple(k for k in plan.kinds if mode != FLOOR or k in FLOOR_KINDS)
     shift = round_no % max(1, len(kinds))
     kinds = kinds[shift:] + kinds[:shift]
-    try:
+    with run.recording(server, record):
         record["startup_s"] = server.start()
         record["content_type"] = load.check_echo(server.port)
         exits = load.ExitTimes(server.exits_path)
@@ -500,12 +482,6 @@ def measure_mode(
             split(mass, exits, request_ids)
             record[f"mass@{plan.mass}"] = mass
             env.log(f"  {mode} mass cancel of {plan.mass}: {run.fmt_latency(mass)}")
-    except Exception as exc:
-        record["error"] = f"{type(exc).__name__}: {exc}"
-        env.log(f"  ERROR {record['error']}")
-    finally:
-        server.stop()
-    record["loadavg_after"] = env.loadavg()
     return record
 
 

@@ -28,8 +28,8 @@ PROJECT_PYTHON = Path(sys.executable)
 # FastMCP unpinned on purpose ("latest"); the official SDK comes with it. uvicorn is pinned
 # to the project's own version so every target runs on the same server.
 PEER_PACKAGES = ["fastmcp", "mcp>=2.3,<3", "matplotlib", "py-spy", "pyinstrument"]
-PROJECT_DISTS = [
-    "mcp-asgi",
+# what every target runs on, in both venvs: the versions reported beside each result
+_STACK_DISTS = [
     "starlette",
     "uvicorn",
     "h11",
@@ -37,19 +37,13 @@ PROJECT_DISTS = [
     "sse-starlette",
     "pydantic",
     "opentelemetry-api",
-    "opentelemetry-sdk",
 ]
+PROJECT_DISTS = ["mcp-asgi", *_STACK_DISTS, "opentelemetry-sdk"]
 PEER_DISTS = [
     "mcp",
     "fastmcp",
     "fastmcp-slim",
-    "starlette",
-    "uvicorn",
-    "h11",
-    "anyio",
-    "sse-starlette",
-    "pydantic",
-    "opentelemetry-api",
+    *_STACK_DISTS,
     "matplotlib",
     "py-spy",
     "pyinstrument",

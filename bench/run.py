@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import io
 import itertools
 import json
@@ -29,9 +30,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from . import env, load
 
@@ -145,10 +147,29 @@ def throughput(port: int, plan: Plan) -> dict[str, Any]:
     return result
 
 
+class _Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+@contextlib.contextmanager
+def recording(server: _Stoppable, record: dict[str, Any]) -> Iterator[None]:
+    """Around one server's measurements: a failure is noted in `record` and logged (the
+    run goes on with the next server), the server is always stopped, and the load average
+    after it is noted."""
+    try:
+        yield
+    except Exception as exc:
+        record["error"] = f"{type(exc).__name__}: {exc}"
+        env.log(f"  ERROR {record['error']}")
+    finally:
+        server.stop()
+        record["loadavg_after"] = env.loadavg()
+
+
 def measure(target: Target, plan: Plan, ids: itertools.count[int], workdir: Path) -> dict[str, Any]:
     server = Server(target, workdir)
     record: dict[str, Any] = {"target": target.name, "loadavg_before": env.loadavg()}
-    try:
+    with recording(server, record):
         record["startup_s"] = server.start()
         record["content_type"] = load.check_echo(server.port)
         exits = load.ExitTimes(server.exits_path)
@@ -171,12 +192,6 @@ def measure(target: Target, plan: Plan, ids: itertools.count[int], workdir: Path
                 f"  mass cancel of {plan.mass_streams}: {fmt_latency(result)}; "
                 f"{result['rss_per_stream_kib']:.1f} KiB/stream"
             )
-    except Exception as exc:
-        record["error"] = f"{type(exc).__name__}: {exc}"
-        env.log(f"  ERROR {record['error']}")
-    finally:
-        server.stop()
-    record["loadavg_after"] = env.loadavg()
     return record
 
 

@@ -22,8 +22,8 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 POLL_INTERVAL = 0.01  # how often a thread tool looks at its cancel token
 
@@ -55,6 +55,15 @@ class ExitLog:
                 os.write(self._fd, "".join(lines).encode())
 
 
+class _Token(Protocol):
+    """What a thread tool polls: mcp_asgi's `CancelToken`."""
+
+    @property
+    def cancelled(self) -> bool: ...
+
+    def raise_if_cancelled(self) -> None: ...
+
+
 def _sleep_sync(
     seconds: float, cancelled: Callable[[], bool], nap: Callable[[float], object] = time.sleep
 ) -> bool:
@@ -68,11 +77,54 @@ def _sleep_sync(
     return False
 
 
+async def slow_steps(
+    log: ExitLog,
+    request_id: object,
+    seconds: float,
+    progress: Callable[[int, int], Awaitable[object]],
+) -> str:
+    """The body of every async `slow` tool: log `start`, sleep in steps of at most a
+    second with a progress report (the framework's own call) before each, log `cancel`
+    (and re-raise) or `done`."""
+    import anyio
+
+    log("start", request_id)
+    steps = max(1, math.ceil(seconds))
+    try:
+        for step in range(steps):
+            await progress(step, steps)
+            await anyio.sleep(min(1.0, seconds - step))
+    except anyio.get_cancelled_exc_class():
+        log("cancel", request_id)
+        raise
+    log("done", request_id)
+    return "done"
+
+
+def sleep_steps_sync(
+    log: ExitLog,
+    request_id: object,
+    seconds: float,
+    token: _Token | None = None,
+    nap: Callable[[float], object] = time.sleep,
+) -> str:
+    """The body of every `slow_sync` tool (in a worker thread): log `start`, sleep in 10 ms
+    naps, looking at `token` between them where the framework gives one, log `cancel` (and
+    raise) or `done`."""
+    log("start", request_id)
+    if token is None:
+        _sleep_sync(seconds, lambda: False, nap)
+    elif _sleep_sync(seconds, lambda: token.cancelled, nap):
+        log("cancel", request_id)
+        token.raise_if_cancelled()
+    log("done", request_id)
+    return "done"
+
+
 # -- mcp_asgi ------------------------------------------------------------------------
 
 
 def mcp_asgi_app(log: ExitLog, variant: str) -> Any:
-    import anyio
     from starlette.applications import Starlette
 
     from mcp_asgi import Context, McpMiddleware, McpServer, McpSettings
@@ -87,29 +139,16 @@ def mcp_asgi_app(log: ExitLog, variant: str) -> Any:
     @mcp.tool()
     async def slow(seconds: float, ctx: Context) -> str:
         """Sleep, reporting progress once a second."""
-        log("start", ctx.request_id)
-        steps = max(1, math.ceil(seconds))
-        try:
-            for step in range(steps):
-                await ctx.report_progress(step, total=steps)
-                await anyio.sleep(min(1.0, seconds - step))
-        except anyio.get_cancelled_exc_class():
-            log("cancel", ctx.request_id)
-            raise
-        log("done", ctx.request_id)
-        return "done"
+
+        async def progress(step: int, total: int) -> None:
+            await ctx.report_progress(step, total=total)
+
+        return await slow_steps(log, ctx.request_id, seconds, progress)
 
     @mcp.tool()
     def slow_sync(seconds: float, ctx: Context) -> str:
         """Sleep in a worker thread, polling the cancel token every 10 ms."""
-        request_id = ctx.request_id
-        token = ctx.cancel_token
-        log("start", request_id)
-        if _sleep_sync(seconds, lambda: token.cancelled):
-            log("cancel", request_id)
-            token.raise_if_cancelled()
-        log("done", request_id)
-        return "done"
+        return sleep_steps_sync(log, ctx.request_id, seconds, ctx.cancel_token)
 
     settings = McpSettings(response_mode="json") if variant == "json" else McpSettings()
     kwargs: dict[str, Any] = {}
@@ -172,7 +211,6 @@ def _disable_telemetry(middleware: Any) -> None:
 
 
 def sdk_app(log: ExitLog, json_response: bool) -> Any:
-    import anyio
     from mcp.server.mcpserver import Context, MCPServer
 
     mcp = MCPServer("bench", version="1.0.0")
@@ -185,27 +223,12 @@ def sdk_app(log: ExitLog, json_response: bool) -> Any:
     @mcp.tool()
     async def slow(seconds: float, ctx: Context) -> str:
         """Sleep, reporting progress once a second."""
-        request_id = ctx.request_id
-        log("start", request_id)
-        steps = max(1, math.ceil(seconds))
-        try:
-            for step in range(steps):
-                await ctx.report_progress(step, steps)
-                await anyio.sleep(min(1.0, seconds - step))
-        except anyio.get_cancelled_exc_class():
-            log("cancel", request_id)
-            raise
-        log("done", request_id)
-        return "done"
+        return await slow_steps(log, ctx.request_id, seconds, ctx.report_progress)
 
     @mcp.tool()
     def slow_sync(seconds: float, ctx: Context) -> str:
         """Sleep in a worker thread; the SDK gives thread code nothing to poll."""
-        request_id = ctx.request_id
-        log("start", request_id)
-        _sleep_sync(seconds, lambda: False)
-        log("done", request_id)
-        return "done"
+        return sleep_steps_sync(log, ctx.request_id, seconds)
 
     return mcp.streamable_http_app(json_response=json_response)
 
@@ -214,7 +237,6 @@ def sdk_app(log: ExitLog, json_response: bool) -> Any:
 
 
 def fastmcp_app(log: ExitLog, json_response: bool) -> Any:
-    import anyio
     from fastmcp import Context, FastMCP  # type: ignore[import-not-found,unused-ignore]
 
     mcp = FastMCP("bench")
@@ -225,26 +247,11 @@ def fastmcp_app(log: ExitLog, json_response: bool) -> Any:
 
     async def slow(seconds: float, ctx: Context) -> str:
         """Sleep, reporting progress once a second."""
-        request_id = ctx.request_id
-        log("start", request_id)
-        steps = max(1, math.ceil(seconds))
-        try:
-            for step in range(steps):
-                await ctx.report_progress(step, steps)
-                await anyio.sleep(min(1.0, seconds - step))
-        except anyio.get_cancelled_exc_class():
-            log("cancel", request_id)
-            raise
-        log("done", request_id)
-        return "done"
+        return await slow_steps(log, ctx.request_id, seconds, ctx.report_progress)
 
     def slow_sync(seconds: float, ctx: Context) -> str:
         """Sleep in a worker thread; FastMCP gives thread code nothing to poll."""
-        request_id = ctx.request_id
-        log("start", request_id)
-        _sleep_sync(seconds, lambda: False)
-        log("done", request_id)
-        return "done"
+        return sleep_steps_sync(log, ctx.request_id, seconds)
 
     for tool in (echo, slow, slow_sync):  # decorator syntax would hide the types from mypy
         mcp.tool(tool)
