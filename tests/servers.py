@@ -1,6 +1,7 @@
-"""The servers the tests run against: a server whose tools end in every way a request can,
-the 2025-era server and its client, the subscriptions server with routes that make changes
-happen, and real redis-server and uvicorn worker processes."""
+"""The servers the tests run against: a server for scripted clients, a server whose tools
+end in every way a request can, the 2025-era server and its client, the subscriptions
+server with routes that make changes happen, and real redis-server and uvicorn worker
+processes."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import httpx
 import redis
 from opentelemetry import baggage, trace
@@ -24,13 +27,90 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from mcp_asgi import CancelReason, Context, McpError, McpMiddleware, McpServer
+from mcp_asgi import (
+    CancelReason,
+    CancelToken,
+    Context,
+    McpError,
+    McpMiddleware,
+    McpServer,
+    McpSettings,
+)
 from mcp_asgi.bus import ChangeEvent, InProcessBus
 from mcp_asgi.testing import McpResponse, McpStream, McpTestClient
 
 from .helpers import Otel, Probe, Wiretap, mcp_app
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# -- a server for scripted clients (no sockets) -------------------------------------------
+
+
+class Seen:
+    """What the scripted server's tools saw."""
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+        self.exited = anyio.Event()
+        self.reason: CancelReason | None = None
+
+
+def scripted_app(seen: Seen, otel: Otel | None = None, **settings: Any) -> McpMiddleware:
+    """Tools that answer at once (`echo`, `echo_sync` in a worker thread), stream before
+    answering (`progress`), or run until cancelled (`forever`, and `blocking` in a worker
+    thread), telling `seen` when they start and why they stopped. Nothing but the MCP path
+    is routed."""
+    server = McpServer("scripted")
+
+    @server.tool()
+    async def echo(text: str) -> str:
+        """Returns its input."""
+        return text
+
+    @server.tool()
+    def echo_sync(text: str, token: CancelToken) -> str:
+        """Returns its input from a worker thread."""
+        token.raise_if_cancelled()
+        return text
+
+    @server.tool()
+    async def progress(ctx: Context) -> str:
+        """Streams a notification and lets the loop run before answering."""
+        await ctx.report_progress(1)
+        await anyio.lowlevel.checkpoint()
+        return "done"
+
+    @server.tool()
+    async def forever(ctx: Context) -> str:
+        """Reports progress, then waits until cancelled."""
+        await ctx.report_progress(1)
+        seen.started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            seen.reason = ctx.cancel_reason
+            seen.exited.set()
+        return "never"
+
+    @server.tool()
+    def blocking(token: CancelToken) -> str:
+        """Waits in a worker thread until its token is cancelled."""
+        anyio.from_thread.run_sync(seen.started.set)
+        token.wait(30)
+        seen.reason = token.reason
+        return "stopped"
+
+    async def not_found(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("not routed here")
+
+    return McpMiddleware(
+        not_found,
+        server=server,
+        settings=McpSettings(**settings),
+        tracer_provider=otel.tracer_provider if otel else None,
+        meter_provider=otel.meter_provider if otel else None,
+    )
+
 
 # -- a server whose tools end in every way -------------------------------------------------
 

@@ -14,10 +14,11 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_asgi import CancelReason, CancelToken, Context, McpMiddleware, McpServer, McpSettings
+from mcp_asgi import CancelReason
 from mcp_asgi._background import Beside, GroupBeside, beside
 
 from .helpers import Otel, Wire, wire_for
+from .servers import Seen, scripted_app
 
 Make = Callable[..., Beside]
 _var: contextvars.ContextVar[str] = contextvars.ContextVar("_var", default="unset")
@@ -215,55 +216,6 @@ def tool_wire(tool: str, accept: str, **arguments: Any) -> Wire:
     return wire_for("tools/call", {"name": tool, "arguments": arguments}, accept=accept)
 
 
-class Seen:
-    """What the tools saw."""
-
-    def __init__(self) -> None:
-        self.started = anyio.Event()
-        self.exited = anyio.Event()
-        self.reason: CancelReason | None = None
-
-
-def build(seen: Seen, otel: Otel, **settings: Any) -> McpMiddleware:
-    server = McpServer("background")
-
-    @server.tool()
-    async def echo(text: str) -> str:
-        """Returns its input."""
-        return text
-
-    @server.tool()
-    async def forever(ctx: Context) -> str:
-        """Reports progress, then waits until cancelled."""
-        await ctx.report_progress(1)
-        seen.started.set()
-        try:
-            await anyio.sleep_forever()
-        finally:
-            seen.reason = ctx.cancel_reason
-            seen.exited.set()
-        return "never"
-
-    @server.tool()
-    def blocking(token: CancelToken) -> str:
-        """Waits in a worker thread until its token is cancelled."""
-        anyio.from_thread.run_sync(seen.started.set)
-        token.wait(30)
-        seen.reason = token.reason
-        return "stopped"
-
-    async def not_found(scope: Any, receive: Any, send: Any) -> None:
-        raise AssertionError("not routed here")
-
-    return McpMiddleware(
-        not_found,
-        server=server,
-        settings=McpSettings(**settings),
-        tracer_provider=otel.tracer_provider,
-        meter_provider=otel.meter_provider,
-    )
-
-
 def outcome(otel: Otel) -> Any:
     [span] = otel.spans.get_finished_spans()
     return dict(span.attributes or {}).get("mcp_asgi.cancellation.outcome")
@@ -271,7 +223,7 @@ def outcome(otel: Otel) -> Any:
 
 async def test_a_reply(otel: Otel) -> None:
     """A call that returns: its result is written, nothing is cancelled."""
-    app, wire = build(Seen(), otel), tool_wire("echo", "application/json", text="hi")
+    app, wire = scripted_app(Seen(), otel), tool_wire("echo", "application/json", text="hi")
     with anyio.fail_after(5):
         await wire.run(app)
     assert wire.status == 200
@@ -285,7 +237,7 @@ async def test_a_disconnect_cancels_an_awaiting_handler(otel: Otel, accept: str)
     """The client leaves mid-await: the handler is cancelled (client_disconnect) and
     nothing more is written."""
     seen = Seen()
-    app, wire = build(seen, otel), tool_wire("forever", accept)
+    app, wire = scripted_app(seen, otel), tool_wire("forever", accept)
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
             tg.start_soon(wire.run, app)
@@ -301,7 +253,7 @@ async def test_a_disconnect_cancels_an_awaiting_handler(otel: Otel, accept: str)
 async def test_a_disconnect_tells_a_thread(otel: Otel) -> None:
     """The client leaves while a sync tool runs in a thread: its token is cancelled."""
     seen = Seen()
-    app, wire = build(seen, otel), tool_wire("blocking", "text/event-stream")
+    app, wire = scripted_app(seen, otel), tool_wire("blocking", "text/event-stream")
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
             tg.start_soon(wire.run, app)
@@ -316,7 +268,7 @@ async def test_an_outside_cancel_is_a_server_shutdown(otel: Otel) -> None:
     """The request's task is cancelled from outside: the handler is cancelled, the reply
     ends with the shutdown error and the span says why."""
     seen = Seen()
-    app, wire = build(seen, otel), tool_wire("forever", "text/event-stream")
+    app, wire = scripted_app(seen, otel), tool_wire("forever", "text/event-stream")
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
             tg.start_soon(wire.run, app)
@@ -333,7 +285,8 @@ async def test_a_watcher_failure_stops_the_handler_and_is_reported(otel: Otel) -
     """`receive()` fails while the handler runs: the handler is stopped and the failure
     becomes the middleware's internal error (HTTP 500), not a hang."""
     seen = Seen()
-    app, wire = build(seen, otel, response_mode="json"), tool_wire("forever", "application/json")
+    app = scripted_app(seen, otel, response_mode="json")
+    wire = tool_wire("forever", "application/json")
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
             tg.start_soon(wire.run, app)

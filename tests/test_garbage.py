@@ -14,55 +14,16 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 
 import anyio
-import anyio.lowlevel
 import pytest
 
-from mcp_asgi import CancelToken, Context, McpMiddleware, McpServer
+from mcp_asgi import McpMiddleware
 
 from .helpers import Wire, wire_for
+from .servers import Seen, scripted_app
 
 pytestmark = pytest.mark.anyio
 
 SSE = "application/json, text/event-stream"
-
-
-class Tools:
-    """The server, and an event its long-running tool sets once it runs."""
-
-    def __init__(self) -> None:
-        self.started = anyio.Event()
-        server = McpServer("garbage")
-
-        @server.tool()
-        async def echo(text: str) -> str:
-            """Returns its input at once."""
-            return text
-
-        @server.tool()
-        async def progress(ctx: Context) -> str:
-            """Streams a notification and lets the loop run before answering."""
-            await ctx.report_progress(1)
-            await anyio.lowlevel.checkpoint()
-            return "done"
-
-        @server.tool()
-        async def forever(ctx: Context) -> str:
-            """Runs until the client leaves."""
-            await ctx.report_progress(1)
-            self.started.set()
-            await anyio.sleep_forever()
-            return "never"
-
-        @server.tool()
-        def blocking(text: str, token: CancelToken) -> str:
-            """Answers from a worker thread."""
-            token.raise_if_cancelled()
-            return text
-
-        async def not_found(scope: object, receive: object, send: object) -> None:
-            raise AssertionError("not routed here")
-
-        self.app = McpMiddleware(not_found, server=server)
 
 
 async def answered(app: McpMiddleware, wire: Wire) -> None:
@@ -87,36 +48,36 @@ def collector_off() -> Iterator[None]:
         gc.enable()
 
 
-Scenario = Callable[[Tools], Awaitable[None]]
+Scenario = Callable[[McpMiddleware, Seen], Awaitable[None]]
 
 
-async def echo_json(tools: Tools) -> None:
-    await answered(tools.app, call("echo", text="hi"))
+async def echo_json(app: McpMiddleware, seen: Seen) -> None:
+    await answered(app, call("echo", text="hi"))
 
 
-async def progress_sse(tools: Tools) -> None:
-    await answered(tools.app, call("progress", accept=SSE))
+async def progress_sse(app: McpMiddleware, seen: Seen) -> None:
+    await answered(app, call("progress", accept=SSE))
 
 
-async def thread_tool(tools: Tools) -> None:
-    await answered(tools.app, call("blocking", text="hi"))
+async def thread_tool(app: McpMiddleware, seen: Seen) -> None:
+    await answered(app, call("echo_sync", text="hi"))
 
 
-async def unknown_tool(tools: Tools) -> None:
-    await answered(tools.app, call("nope"))
+async def unknown_tool(app: McpMiddleware, seen: Seen) -> None:
+    await answered(app, call("nope"))
 
 
-async def invalid_arguments(tools: Tools) -> None:
-    await answered(tools.app, call("echo", text=3))
+async def invalid_arguments(app: McpMiddleware, seen: Seen) -> None:
+    await answered(app, call("echo", text=3))
 
 
-async def cancelled_by_disconnect(tools: Tools) -> None:
-    tools.started = anyio.Event()
+async def cancelled_by_disconnect(app: McpMiddleware, seen: Seen) -> None:
+    seen.started = anyio.Event()
     wire = wire_for("tools/call", {"name": "forever", "arguments": {}}, accept=SSE)
     async with anyio.create_task_group() as group:
-        group.start_soon(wire.run, tools.app)
+        group.start_soon(wire.run, app)
         with anyio.fail_after(5):
-            await tools.started.wait()
+            await seen.started.wait()
         wire.disconnect()
 
 
@@ -136,10 +97,11 @@ async def test_a_served_request_leaves_no_reference_cycles(
     scenario: Scenario, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.CRITICAL)
-    tools = Tools()
+    seen = Seen()
+    app = scripted_app(seen)
     for _ in range(3):  # first calls fill caches (schemas, loggers): not per request
-        await scenario(tools)
+        await scenario(app, seen)
     gc.collect()
     for _ in range(20):
-        await scenario(tools)
+        await scenario(app, seen)
     assert gc.collect() == 0
