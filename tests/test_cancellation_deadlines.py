@@ -4,6 +4,7 @@ answer with a clear JSON-RPC error, and are never extended by progress."""
 from __future__ import annotations
 
 import logging
+import time
 
 import anyio
 import pytest
@@ -60,6 +61,14 @@ def build_server(probe: Probe) -> McpServer:
             while not token.wait(0.01):
                 pass
         return "never"
+
+    @server.tool(timeout=0.5)
+    async def late_to_await(ctx: Context) -> str:
+        """Holds the event loop for 1 s before its first await, then sleeps 0.3 s."""
+        with probe.running(ctx):
+            time.sleep(1.0)  # noqa: ASYNC251 - on purpose: no await, so nothing else runs
+            await anyio.sleep(0.3)
+        return "finished"
 
     @server.tool()
     async def remaining(ctx: Context) -> float | None:
@@ -135,6 +144,18 @@ async def test_progress_does_not_extend_the_deadline() -> None:
     assert progress
     assert {m["method"] for m in progress} == {"notifications/progress"}
     assert final["error"]["data"] == {"reason": "timeout"}
+    assert probe.reason is CancelReason.TIMEOUT
+
+
+async def test_the_deadline_counts_from_the_start_not_from_the_first_await() -> None:
+    """The request's watcher starts only once the handler first awaits; a handler that
+    holds the loop past its timeout before that is still timed out at its first await
+    (not a full timeout later, which would let its 0.3 s sleep finish)."""
+    probe = Probe()
+    with serving(mcp_app(build_server(probe))) as client:
+        response = await client.request("tools/call", {"name": "late_to_await"})
+        await wait_for(probe.exited)
+    assert response.final["error"]["data"] == {"reason": "timeout"}
     assert probe.reason is CancelReason.TIMEOUT
 
 
