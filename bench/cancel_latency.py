@@ -58,10 +58,10 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import anyio.to_thread
 from starlette.applications import Starlette
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_asgi import CancelToken, Context, McpMiddleware, McpServer, McpSettings
-from mcp_asgi._asgi import ASGIApp, Message, Receive, Scope, Send
-from mcp_asgi.settings import ResponseMode
+from mcp_asgi.http.accept import ResponseMode
 
 from . import env, load, report, run
 from .targets import POLL_INTERVAL, ExitLog, _record_signals, sleep_steps_sync, slow_steps

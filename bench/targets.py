@@ -168,7 +168,7 @@ def _record_signals(log: ExitLog) -> None:
     Bench-only wrapper around a private method; skipped if it is not there. The line is
     written by a background thread, off the cancel path.
     """
-    from mcp_asgi import scope as scope_module
+    from mcp_asgi.lifecycle import scope as scope_module
 
     request_scope = getattr(scope_module, "RequestScope", None)
     original = getattr(request_scope, "cancel", None)
@@ -196,7 +196,7 @@ def _disable_telemetry(middleware: Any) -> None:
 
     Bench-only surgery on a private attribute; the "off" baseline of the overhead ratios.
     """
-    from mcp_asgi.scope import ScopeObserver
+    from mcp_asgi.lifecycle.scope import ScopeObserver
 
     class Off:
         def begin(self, scope: Any, request: Any) -> ScopeObserver:

@@ -23,11 +23,11 @@ from typing import Any
 
 import anyio
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from starlette.types import Message, Receive, Scope, Send
 
 from mcp_asgi import McpMiddleware, McpServer
-from mcp_asgi._asgi import Message, Receive, Scope, Send
-from mcp_asgi.scope import ScopeObserver
-from mcp_asgi.testing import McpTestClient
+from mcp_asgi.lifecycle.scope import ScopeObserver
+from mcp_asgi.testing.client import McpTestClient
 
 from .inprocess import http_scope
 from .otel_sinks import noop_providers

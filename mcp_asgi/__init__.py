@@ -1,13 +1,13 @@
 """mcp_asgi: serve the Model Context Protocol (Streamable HTTP, 2026-07-28) from any ASGI app,
 with requests cancelled the moment the client gives up, and traced with OpenTelemetry."""
 
-from ._version import __version__
-from .cancel import CancelReason, CancelToken, RequestCancelled
-from .context import Context
-from .jsonrpc import McpError
-from .middleware import McpMiddleware
-from .server import McpServer
-from .settings import McpSettings
+from mcp_asgi._version import __version__
+from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled
+from mcp_asgi.middleware import McpMiddleware
+from mcp_asgi.protocol.jsonrpc import McpError
+from mcp_asgi.server.context import Context
+from mcp_asgi.server.mcp_server import McpServer
+from mcp_asgi.settings import McpSettings
 
 __all__ = [
     "CancelReason",

@@ -8,30 +8,26 @@ from collections.abc import Iterator
 
 import anyio
 from opentelemetry import metrics, trace
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import jsonrpc
-from ._asgi import ASGIApp, Message, Receive, Scope, Send
-from ._listen import LISTEN, check_listen
-from ._origin import negotiate, normalize_origin, origin_allowed
-from ._reply import ReplyWriter, dump, send_json
-from ._request import (
-    ClientGone,
-    IncomingMessage,
-    check_content_type,
-    parse_message,
-    peek_id,
-    read_body,
-)
-from ._validate import McpRequest, validate
-from .cancel import CancelReason
-from .context import Context
-from .input import InputRound, InputRounds
-from .jsonrpc import INVALID_REQUEST, ProtocolError
-from .legacy import LegacyEndpoint, is_legacy, is_session_request
-from .scope import RequestScope
-from .server import McpServer, ResultOptions
-from .settings import McpSettings, normalize_path
-from .telemetry import Telemetry
+from mcp_asgi.http.accept import negotiate
+from mcp_asgi.http.body import ClientGone, check_content_type, read_body
+from mcp_asgi.http.origin import normalize_origin, origin_allowed
+from mcp_asgi.http.reply import ReplyWriter, dump, send_json
+from mcp_asgi.input.rounds import InputRound, InputRounds
+from mcp_asgi.legacy import LegacyEndpoint, is_legacy, is_session_request
+from mcp_asgi.lifecycle.cancel import CancelReason
+from mcp_asgi.lifecycle.scope import RequestScope
+from mcp_asgi.protocol import jsonrpc
+from mcp_asgi.protocol.jsonrpc import INVALID_REQUEST, ProtocolError
+from mcp_asgi.protocol.message import IncomingMessage, parse_message, peek_id
+from mcp_asgi.protocol.request import McpRequest
+from mcp_asgi.protocol.validate import validate
+from mcp_asgi.server.context import Context
+from mcp_asgi.server.listen import LISTEN, check_listen
+from mcp_asgi.server.mcp_server import McpServer, ResultOptions
+from mcp_asgi.settings import McpSettings, normalize_path
+from mcp_asgi.telemetry.telemetry import Telemetry
 
 logger = logging.getLogger("mcp_asgi")
 

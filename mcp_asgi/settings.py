@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-ResponseMode = Literal["auto", "json", "sse"]
+from mcp_asgi.http.accept import ResponseMode
 
 
 class McpSettings(BaseSettings):

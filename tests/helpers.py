@@ -41,15 +41,15 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_asgi import CancelReason, CancelToken, Context, McpMiddleware, McpServer, McpSettings
-from mcp_asgi._asgi import ASGIApp, Message, Receive, Scope, Send
-from mcp_asgi._http_client import parse_messages
-from mcp_asgi._reply import ReplyWriter
-from mcp_asgi._validate import McpRequest
-from mcp_asgi.scope import RequestScope, ScopeObserver
-from mcp_asgi.settings import ResponseMode
-from mcp_asgi.testing import PROTOCOL_VERSION, McpStream, McpTestClient, serve
+from mcp_asgi.http.accept import ResponseMode
+from mcp_asgi.http.reply import ReplyWriter
+from mcp_asgi.lifecycle.scope import RequestScope, ScopeObserver
+from mcp_asgi.protocol.request import McpRequest
+from mcp_asgi.testing.client import PROTOCOL_VERSION, McpStream, McpTestClient, serve
+from mcp_asgi.testing.http_client import parse_messages
 
 CANCEL_LOGGER = "mcp_asgi.cancellation"
 

@@ -200,7 +200,7 @@ async def test_timeout_kills_the_group(probe: Probe, pgid_file: Path) -> None:
 
 def test_argv_must_not_be_a_string() -> None:
     """A command line as one string is refused (no shell is involved)."""
-    from mcp_asgi._process import ProcessLines
+    from mcp_asgi.lifecycle.process import ProcessLines
 
     class Owner:
         def own(self, resource: object) -> None: ...

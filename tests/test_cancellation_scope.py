@@ -13,10 +13,10 @@ import threading
 import anyio
 import anyio.to_thread
 import pytest
+from starlette.types import Message
 
 from mcp_asgi import CancelReason, CancelToken, Context, McpServer
-from mcp_asgi._asgi import Message
-from mcp_asgi.jsonrpc import JsonObject
+from mcp_asgi.protocol.jsonrpc import JsonObject
 
 from .helpers import (
     CANCEL_LOGGER,

@@ -9,10 +9,10 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_asgi.cancel import CancelReason
-from mcp_asgi.jsonrpc import JsonObject
-from mcp_asgi.scope import RequestScope
-from mcp_asgi.settings import ResponseMode
+from mcp_asgi.http.accept import ResponseMode
+from mcp_asgi.lifecycle.cancel import CancelReason
+from mcp_asgi.lifecycle.scope import RequestScope
+from mcp_asgi.protocol.jsonrpc import JsonObject
 
 from .helpers import Wire, request_scope
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mcp_asgi.legacy import SessionStore
-from mcp_asgi.legacy._era import is_session_request, negotiate_version
+from mcp_asgi.legacy.era import is_session_request, negotiate_version
 
 from .helpers import Clock
 

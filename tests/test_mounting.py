@@ -22,11 +22,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.testclient import TestClient
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from mcp_asgi import CancelReason, Context, McpMiddleware, McpServer, McpSettings
-from mcp_asgi._asgi import Receive, Scope, Send
-from mcp_asgi.testing import McpTestClient, serve
+from mcp_asgi.testing.client import McpTestClient, serve
 
 from .helpers import Probe, asgi_request, drop_mid_call, mcp_body, mcp_headers, wait_for
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mcp_asgi import _process_group
-from mcp_asgi._process_group import Child, group_alive, wait_group_gone
+from mcp_asgi.lifecycle import process_group as _process_group
+from mcp_asgi.lifecycle.process_group import Child, group_alive, wait_group_gone
 
 from .helpers import group_gone
 

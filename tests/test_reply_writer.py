@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from starlette.types import Message
 
-from mcp_asgi._asgi import Message
-from mcp_asgi._reply import ReplyState, ReplyWriter
+from mcp_asgi.http.reply import ReplyState, ReplyWriter
 
 pytestmark = pytest.mark.anyio
 

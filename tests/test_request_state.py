@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from starlette.authentication import SimpleUser, UnauthenticatedUser
 
-from mcp_asgi._request_state import Sealer, StateError, params_digest, principal_of
+from mcp_asgi.input.request_state import Sealer, StateError, params_digest, principal_of
 
 from .helpers import Clock
 

@@ -19,9 +19,10 @@ from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.util.types import Attributes
 
 from mcp_asgi import CancelReason, McpMiddleware, McpServer, McpSettings
-from mcp_asgi import _attributes as a
-from mcp_asgi.settings import ResponseMode
-from mcp_asgi.telemetry import _metrics, _span_attributes
+from mcp_asgi.http.accept import ResponseMode
+from mcp_asgi.telemetry import instruments as _metrics
+from mcp_asgi.telemetry import names as a
+from mcp_asgi.telemetry import span_attributes as _span_attributes
 
 from .helpers import (
     Otel,

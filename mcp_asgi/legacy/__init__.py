@@ -1,16 +1,17 @@
 """Serving 2025-era clients (2025-11-25, 2025-06-18, 2025-03-26) beside 2026-07-28.
 
-`_era` tells the eras apart, `sessions` holds the `Mcp-Session-Id` sessions, `endpoint`
-serves their POSTs, GET streams and DELETEs, `_methods` adapts methods and results. See
+`era` tells the eras apart, `sessions` holds the `Mcp-Session-Id` sessions, `endpoint`
+serves their POSTs, GET streams and DELETEs, `methods` adapts methods and results, `stream`
+is the GET stream. Sits above the server (it dispatches to it) and below the middleware. See
 docs/compatibility.md.
 """
 
-from ._era import SUPPORTED_VERSIONS, is_legacy, is_session_request
-from .endpoint import LegacyEndpoint
-from .sessions import LegacySession, SessionStore
+from mcp_asgi.legacy.endpoint import LegacyEndpoint
+from mcp_asgi.legacy.era import LEGACY_VERSIONS, is_legacy, is_session_request
+from mcp_asgi.legacy.sessions import LegacySession, SessionStore
 
 __all__ = [
-    "SUPPORTED_VERSIONS",
+    "LEGACY_VERSIONS",
     "LegacyEndpoint",
     "LegacySession",
     "SessionStore",

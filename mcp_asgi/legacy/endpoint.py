@@ -20,14 +20,18 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from typing import Protocol
 
-from .._asgi import Message, Receive, Scope, Send, header
-from .._origin import negotiate
-from .._reply import ReplyWriter
-from .._request import IncomingMessage
-from .._validate import McpRequest
-from ..bus import NotificationBus
-from ..context import Context
-from ..jsonrpc import (
+from starlette.types import Message, Receive, Scope, Send
+
+from mcp_asgi.bus.in_process import NotificationBus
+from mcp_asgi.http.accept import ResponseMode, negotiate
+from mcp_asgi.http.reply import ReplyWriter
+from mcp_asgi.legacy import methods as _methods
+from mcp_asgi.legacy.era import LEGACY_VERSIONS, negotiate_version
+from mcp_asgi.legacy.sessions import LegacySession, Release, SessionStore
+from mcp_asgi.legacy.stream import serve_stream
+from mcp_asgi.lifecycle.scope import RequestScope
+from mcp_asgi.protocol.headers import header
+from mcp_asgi.protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -37,13 +41,11 @@ from ..jsonrpc import (
     RequestId,
     ResourceNotFound,
 )
-from ..scope import RequestScope
-from ..server import McpServer
-from ..settings import McpSettings, ResponseMode
-from . import _methods
-from ._era import SUPPORTED_VERSIONS, negotiate_version
-from ._stream import serve_stream
-from .sessions import LegacySession, Release, SessionStore
+from mcp_asgi.protocol.message import IncomingMessage
+from mcp_asgi.protocol.request import McpRequest
+from mcp_asgi.server.context import Context
+from mcp_asgi.server.mcp_server import McpServer
+from mcp_asgi.settings import McpSettings
 
 logger = logging.getLogger("mcp_asgi.sessions")
 Dispatch = Callable[[McpRequest, Context], Awaitable[JsonObject]]
@@ -178,7 +180,7 @@ class LegacyEndpoint:
                 400,
                 INVALID_PARAMS,
                 "Invalid params: initialize needs 'protocolVersion' and 'capabilities'",
-                {"supported": list(SUPPORTED_VERSIONS)},
+                {"supported": list(LEGACY_VERSIONS)},
                 request_id=message.id,
             )
         session = self.sessions.create(
@@ -243,12 +245,12 @@ class LegacyEndpoint:
                 request_id=request_id,
             )
         version = header(scope, b"mcp-protocol-version")
-        if version is not None and version.strip(" \t") not in SUPPORTED_VERSIONS:
+        if version is not None and version.strip(" \t") not in LEGACY_VERSIONS:
             raise ProtocolError(
                 400,
                 INVALID_REQUEST,
                 f"Bad Request: unsupported MCP-Protocol-Version {version.strip()!r}",
-                {"supported": list(SUPPORTED_VERSIONS), "requested": version.strip()},
+                {"supported": list(LEGACY_VERSIONS), "requested": version.strip()},
                 request_id=request_id,
             )
         return session

@@ -20,9 +20,9 @@ from typing import Any
 
 import anyio
 
-from ..cancel import CancelReason
-from ..jsonrpc import RequestId
-from ..scope import RequestScope
+from mcp_asgi.lifecycle.cancel import CancelReason
+from mcp_asgi.lifecycle.scope import RequestScope
+from mcp_asgi.protocol.jsonrpc import RequestId
 
 logger = logging.getLogger("mcp_asgi.sessions")
 Release = Callable[[], None]

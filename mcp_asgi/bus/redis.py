@@ -1,0 +1,274 @@
+"""`RedisBus`: change notifications shared by every process and replica through Redis pub/sub.
+
+Install with ``pip install 'mcp-asgi[redis]'`` (redis-py ≥ 5, asyncio API).
+
+Per process: one background task holds one subscription to the channel and fans incoming
+events out to the local listen streams (an `InProcessBus`), and one publisher connection
+sends this process's events. A publish is delivered to the local streams at once and put
+in a bounded outbox; it never waits on Redis, so a request path never blocks on it.
+
+When Redis goes away, the listen streams stay open. The outage is logged (WARNING once,
+INFO on recovery) and counted (`mcp_asgi.bus.outages`); the task reconnects with
+exponential backoff and resubscribes; the outbox keeps what was published meanwhile (the
+oldest events are dropped past `outbox` entries, counted in `mcp_asgi.bus.dropped`) and
+sends it on reconnection. Events from other processes published during the outage arrive
+when those processes flush their own outboxes; nothing is replayed beyond that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import logging
+import random
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+import anyio
+from opentelemetry import metrics
+
+from mcp_asgi._version import __version__
+from mcp_asgi.bus.in_process import CHANGE_KINDS, ChangeEvent, InProcessBus, LoopBinding
+from mcp_asgi.telemetry import names as a
+
+logger = logging.getLogger("mcp_asgi.bus")
+DEFAULT_CHANNEL: Final = "mcp_asgi:changes"
+
+
+class RedisBus:
+    """A `NotificationBus` over Redis pub/sub (`redis://`, `rediss://` or `unix://` URL)."""
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        channel: str = DEFAULT_CHANNEL,
+        buffer: int = 64,
+        outbox: int = 1000,
+        reconnect_initial: float = 0.1,
+        reconnect_max: float = 5.0,
+        ping_interval: float = 15.0,
+        meter_provider: metrics.MeterProvider | None = None,
+    ) -> None:
+        try:
+            import redis.asyncio  # noqa: F401
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise ImportError("RedisBus needs redis-py: pip install 'mcp-asgi[redis]'") from exc
+        if not channel:
+            raise ValueError("channel must not be empty")
+        if outbox < 1 or reconnect_initial <= 0 or reconnect_max < reconnect_initial:
+            raise ValueError("outbox must be ≥ 1 and 0 < reconnect_initial ≤ reconnect_max")
+        self.url = url
+        self.channel = channel
+        self.origin = uuid.uuid4().hex
+        self._local = InProcessBus(buffer=buffer)
+        self._loop = LoopBinding()
+        self._outbox: collections.deque[bytes] = collections.deque(maxlen=outbox)
+        self._wake: anyio.Event | None = None
+        self._initial = reconnect_initial
+        self._max = reconnect_max
+        self._ping = ping_interval
+        self._outage_since: float | None = None
+        self._running = 0
+        self._lazy_task: asyncio.Task[None] | None = None
+        self.connected = False
+        meter = metrics.get_meter("mcp_asgi", __version__, meter_provider, schema_url=a.SCHEMA_URL)
+        self._outages = meter.create_counter(
+            a.BUS_OUTAGES, unit="{outage}", description="Lost connections to the bus broker."
+        )
+        self._dropped = meter.create_counter(
+            a.BUS_DROPPED, unit="{event}", description="Change events dropped from a full outbox."
+        )
+
+    @property
+    def subscriber_count(self) -> int:
+        """How many local subscriptions are open."""
+        return self._local.subscriber_count
+
+    # -- NotificationBus -----------------------------------------------------------------
+
+    async def publish(self, event: ChangeEvent) -> None:
+        self._ensure_running()
+        self._loop.call(lambda: self._publish(event))
+
+    def publish_nowait(self, event: ChangeEvent) -> None:
+        self._loop.call(lambda: self._publish(event))
+
+    @asynccontextmanager
+    async def subscribe(self) -> AsyncIterator[AsyncIterator[ChangeEvent]]:
+        self._ensure_running()
+        async with self._local.subscribe() as events:
+            yield events
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        self._loop.bind()
+        self._running += 1
+        try:
+            if self._running > 1 or self._lazy_task is not None:
+                yield
+                return
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._run)
+                try:
+                    yield
+                finally:
+                    tasks.cancel_scope.cancel()
+        finally:
+            self._running -= 1
+
+    async def aclose(self) -> None:
+        """Stop a listener that was started lazily (`running()` stops its own)."""
+        task, self._lazy_task = self._lazy_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _publish(self, event: ChangeEvent) -> None:
+        self._local.deliver(event)
+        if len(self._outbox) == self._outbox.maxlen:
+            self._dropped.add(1)
+            logger.warning("bus outbox full: oldest change event dropped")
+        message = {"o": self.origin, "k": event.kind, "u": event.uri}
+        self._outbox.append(json.dumps(message, separators=(",", ":")).encode())
+        if self._wake is not None:
+            self._wake.set()
+
+    def _ensure_running(self) -> None:
+        """Without `running()` (no lifespan), start the background task lazily (asyncio)."""
+        self._loop.bind()
+        if self._running or self._lazy_task is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(
+                "RedisBus needs a home for its listener: enter `bus.running()` (the "
+                "middleware does so around the app's lifespan)"
+            ) from None
+        self._lazy_task = loop.create_task(self._run())
+
+    async def _run(self) -> None:
+        delay = self._initial
+        while True:
+            try:
+                await self._session()
+            except Exception as exc:
+                if self.connected:
+                    delay = self._initial
+                self.connected = False
+                if self._outage_since is None:
+                    self._outage_since = anyio.current_time()
+                    self._outages.add(1)
+                    cause = _leaf(exc)
+                    logger.warning(
+                        "bus: lost Redis at %s (%s: %s); change notifications from other "
+                        "processes are paused, reconnecting",
+                        _redact(self.url),
+                        type(cause).__name__,
+                        cause,
+                        extra={"bus_origin": self.origin},
+                    )
+                else:
+                    logger.debug("bus: Redis still unreachable", exc_info=True)
+                await anyio.sleep(delay * random.uniform(0.5, 1.0))
+                delay = min(delay * 2, self._max)
+            else:  # pragma: no cover - _session only returns by raising
+                return
+
+    async def _session(self) -> None:
+        import redis.asyncio as aioredis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        client: Any = aioredis.Redis.from_url(self.url, retry=Retry(NoBackoff(), 0))
+        try:
+            pubsub = client.pubsub()
+            try:
+                await pubsub.subscribe(self.channel)
+                self._connected()
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(self._send_outbox, client)
+                    await self._receive(pubsub)
+            finally:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+                    await pubsub.aclose()
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+                await client.aclose()
+
+    def _connected(self) -> None:
+        self.connected = True
+        if self._outage_since is not None:
+            logger.info(
+                "bus: Redis reachable again after %.1fs; resubscribed",
+                anyio.current_time() - self._outage_since,
+                extra={"bus_origin": self.origin},
+            )
+            self._outage_since = None
+
+    async def _receive(self, pubsub: Any) -> None:
+        while True:
+            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=self._ping)
+            if message is None:
+                await pubsub.ping()
+                continue
+            if message.get("type") != "message":
+                continue
+            event = self._decode(message.get("data"))
+            if event is not None:
+                self._local.deliver(event)
+
+    async def _send_outbox(self, client: Any) -> None:
+        while True:
+            self._wake = anyio.Event()
+            while self._outbox:
+                item = self._outbox[0]
+                await client.publish(self.channel, item)
+                if self._outbox and self._outbox[0] is item:
+                    self._outbox.popleft()
+            await self._wake.wait()
+
+    def _decode(self, data: Any) -> ChangeEvent | None:
+        try:
+            message = json.loads(data)
+            if message["o"] == self.origin:
+                return None
+            if message["k"] not in CHANGE_KINDS:
+                raise ValueError(message["k"])
+            uri = message.get("u")
+            return ChangeEvent(message["k"], uri if isinstance(uri, str) else None)
+        except (ValueError, KeyError, TypeError):
+            logger.warning("bus: ignored a malformed message on %s", self.channel)
+            return None
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups."""
+    while isinstance(getattr(exc, "exceptions", None), tuple) and exc.exceptions:  # type: ignore[attr-defined]
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return exc
+
+
+def _redact(url: str) -> str:
+    """The URL without its password."""
+    if "@" not in url:
+        return url
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://***@{rest.rsplit('@', 1)[1]}"
+
+
+def bus_from_url(
+    url: str, *, channel: str = DEFAULT_CHANNEL, meter_provider: metrics.MeterProvider | None = None
+) -> RedisBus:
+    """The bus named by `McpSettings.bus_url`."""
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ValueError(f"bus_url must be a redis://, rediss:// or unix:// URL, got {url!r}")
+    return RedisBus(url, channel=channel, meter_provider=meter_provider)

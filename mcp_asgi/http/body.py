@@ -1,0 +1,49 @@
+"""Reading one MCP POST: HTTP checks, the size limit, and the JSON-RPC envelope.
+
+Knows nothing about methods or handlers; produces an immutable `IncomingMessage`.
+"""
+
+from __future__ import annotations
+
+from starlette.types import Receive, Scope
+
+from mcp_asgi.protocol.headers import header
+from mcp_asgi.protocol.jsonrpc import INVALID_REQUEST, ProtocolError
+
+
+def check_content_type(scope: Scope) -> None:
+    """415 unless the body is declared as JSON."""
+    value = header(scope, b"content-type")
+    media_type = (value or "").split(";", 1)[0].strip().lower()
+    if media_type != "application/json":
+        raise ProtocolError(
+            415, INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json"
+        )
+
+
+async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The whole request body, or 413 as soon as it is known to exceed `limit` bytes."""
+    declared = header(scope, b"content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+class ClientGone(Exception):
+    """The client disconnected before the request body was read."""
+
+
+def _too_large(limit: int) -> ProtocolError:
+    return ProtocolError(413, INVALID_REQUEST, f"Request body exceeds {limit} bytes")

@@ -1,0 +1,251 @@
+"""Writing one request's reply: a single JSON body, or an SSE stream of notifications then
+the final response. Knows nothing about parsing or handlers.
+
+`auto` decides as late as it can: a reply whose first write is the final response is one
+JSON body; a notification or a keep-alive tick first commits the reply to SSE.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import logging
+from typing import Any, Final
+
+import anyio
+from pydantic_core import to_json
+from sse_starlette.event import ServerSentEvent
+from starlette.types import Message, Send
+
+from mcp_asgi.http.accept import ResponseMode
+from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, McpError, error_response
+
+_JSON_HEADERS: Final = [(b"content-type", b"application/json")]
+_SSE_HEADERS: Final = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),
+]
+_KEEPALIVE: Final = ServerSentEvent(comment="").encode()
+_errors = logging.getLogger("mcp_asgi.errors")
+
+
+class ReplyState(enum.Enum):
+    PENDING = "pending"
+    STREAMING = "streaming"
+    DONE = "done"
+
+
+def dump(message: Any) -> bytes:
+    """Compact JSON encoding (UTF-8) of one JSON-RPC message.
+
+    Values plain JSON has no form for (datetimes, UUIDs, models, bytes in an error's
+    `data` or a prompt's content) are converted as pydantic does; NaN and infinities
+    become null. A response that still cannot be encoded is replaced by a -32603 error
+    for the same id, so the client always gets valid JSON; a notification raises
+    `TypeError` to the handler that tried to send it.
+    """
+    return encode_reply(message)[0]
+
+
+def encode_reply(message: Any) -> tuple[bytes, McpError | None]:
+    """`dump`, and the -32603 error that replaced a response that could not be encoded."""
+    try:
+        return _encode(message), None
+    except (TypeError, ValueError):  # PydanticSerializationError is a ValueError
+        pass
+    if not (isinstance(message, dict) and ("result" in message or "error" in message)):
+        raise TypeError("the message cannot be encoded as JSON") from None
+    request_id = message.get("id")
+    _errors.error("a reply could not be encoded as JSON", extra={"request_id": request_id})
+    error = McpError(INTERNAL_ERROR, "Internal error: the reply is not valid JSON")
+    return _encode(error_response(request_id, error)), error
+
+
+def _encode(message: Any) -> bytes:
+    """pydantic-core's serializer: the same JSON as `json.dumps` with compact separators
+    and no ASCII escaping, several times faster, and it knows pydantic's types."""
+    return to_json(message, inf_nan_mode="null")
+
+
+async def send_json(
+    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]
+) -> None:
+    """Send one complete JSON response."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode()), *headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class _WriteLock:
+    """A FIFO lock that costs a flag when it is free (no task lookup, no checkpoint), as
+    the writes of one request almost never contend; a waiter is woken by an `anyio.Event`.
+    Ownership passes straight to the next waiter, so no write can jump the queue."""
+
+    __slots__ = ("_locked", "_waiters")
+
+    def __init__(self) -> None:
+        self._locked = False
+        self._waiters: collections.deque[anyio.Event] | None = None  # made on contention
+
+    async def __aenter__(self) -> None:
+        if not self._locked:
+            self._locked = True
+            return
+        turn = anyio.Event()
+        if self._waiters is None:
+            self._waiters = collections.deque()
+        self._waiters.append(turn)
+        try:
+            await turn.wait()
+        except BaseException:
+            if turn.is_set():  # handed the lock as the wait was cancelled: pass it on
+                self._release()
+            else:
+                self._waiters.remove(turn)
+            raise
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        if self._waiters:  # None or empty: nobody waits
+            self._waiters.popleft().set()  # stays locked: the next writer owns it now
+        else:
+            self._locked = False
+
+
+class ReplyWriter:
+    """The only object that calls `send` for a request once it is dispatched.
+
+    Writes are serialised by a lock so a keep-alive never interleaves with an event. Any
+    exception from `send` means the client is gone: the writer turns DONE and reports False.
+    `replaced_by` is the -32603 error sent instead of a final response that could not be
+    encoded (see `dump`).
+    """
+
+    __slots__ = ("_ended", "_lock", "_mode", "_send_asgi", "_started", "replaced_by", "state")
+
+    def __init__(self, send: Send, mode: ResponseMode) -> None:
+        self._send_asgi = send
+        self._mode: ResponseMode = mode
+        self._lock = _WriteLock()
+        self._started = False
+        self._ended = False
+        self.state = ReplyState.PENDING
+        self.replaced_by: McpError | None = None
+
+    async def _send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self._started = True
+        elif not message.get("more_body", False):
+            self._ended = True
+        await self._send_asgi(message)
+
+    @property
+    def streams(self) -> bool:
+        """Whether notifications can reach the client (not a JSON-only reply)."""
+        return self._mode != "json"
+
+    async def notify(self, message: Any) -> bool:
+        """Send a notification event; dropped (True) in JSON mode."""
+        if self._mode == "json":
+            return True
+        return await self._write(_event(dump(message)), final=False)
+
+    async def keepalive(self) -> bool:
+        """Send a keep-alive comment; commits an `auto` reply to SSE."""
+        if self._mode == "json":
+            return True
+        return await self._write(_KEEPALIVE, final=False)
+
+    async def finish(self, message: Any, status: int = 200) -> bool:
+        """Send the final response and end the reply."""
+        async with self._lock:
+            if self.state is ReplyState.DONE:
+                return False
+            body, self.replaced_by = encode_reply(message)
+            if self.state is ReplyState.PENDING and self._mode != "sse":
+                try:
+                    await send_json(self._send, status, body, [])
+                except Exception:
+                    return self._gone()
+                self.state = ReplyState.DONE
+                return True
+        return await self._write(_event(body), final=True)
+
+    def abandon(self) -> None:
+        """Never write again (the client is gone)."""
+        self.state = ReplyState.DONE
+
+    async def end(self) -> None:
+        """Complete the HTTP exchange of a request that ended without a reply because its
+        client left: an empty last chunk ends a started stream, and a response never
+        started becomes an empty `499` (nginx's "client closed request"), so middleware
+        wrapping this one (e.g. Starlette's `BaseHTTPMiddleware`) sees a response instead
+        of raising. No JSON-RPC message is written; servers discard it: the client is gone.
+        """
+        async with self._lock:
+            self.state = ReplyState.DONE
+            if self._ended:
+                return
+            try:
+                if not self._started:
+                    await self._send({"type": "http.response.start", "status": 499, "headers": []})
+                await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+            except Exception:
+                self._ended = True
+
+    async def close(self) -> None:
+        """End a reply that is still open, without another message (its request was
+        cancelled while the client stays connected). A reply not yet begun becomes an
+        empty event stream, or `202 Accepted` with no body in JSON mode."""
+        async with self._lock:
+            state, self.state = self.state, ReplyState.DONE
+            if state is ReplyState.DONE:
+                return
+            try:
+                if state is ReplyState.PENDING:
+                    sse = self._mode != "json"
+                    await self._send(
+                        {
+                            "type": "http.response.start",
+                            "status": 200 if sse else 202,
+                            "headers": _SSE_HEADERS if sse else [],
+                        }
+                    )
+                await self._send({"type": "http.response.body", "body": b""})
+            except Exception:
+                return
+
+    async def _write(self, chunk: bytes, *, final: bool) -> bool:
+        async with self._lock:
+            if self.state is ReplyState.DONE:
+                return False
+            try:
+                if self.state is ReplyState.PENDING:
+                    await self._send(
+                        {"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS}
+                    )
+                    self.state = ReplyState.STREAMING
+                await self._send(
+                    {"type": "http.response.body", "body": chunk, "more_body": not final}
+                )
+            except Exception:
+                return self._gone()
+            if final:
+                self.state = ReplyState.DONE
+            return True
+
+    def _gone(self) -> bool:
+        self.state = ReplyState.DONE
+        return False
+
+
+def _event(body: bytes) -> bytes:
+    return ServerSentEvent(data=body.decode("utf-8"), event="message").encode()

@@ -1,0 +1,308 @@
+"""Asking the client for input: multi round-trip requests (MRTR, protocol 2026-07-28).
+
+A handler asks as if the answer were a function call away::
+
+    @server.tool()
+    async def deploy(env: str, ctx: Context) -> str:
+        answer = await ctx.elicit(f"Deploy to {env}?", {"type": "object", "properties": {}})
+        if not answer.accepted:
+            return "cancelled"
+        ...
+
+The first time, `ctx.elicit` ends the request with an `InputRequiredResult` (the question
+in `inputRequests`, a sealed `requestState`). The client asks its user and sends the same
+request again, with a new id, carrying `inputResponses` and `requestState`. The handler runs
+again from the top, and this time `ctx.elicit` returns the answer. Answers from earlier
+rounds travel in the sealed state, so a handler can ask several questions in turn (one
+round each), or several at once with `ctx.gather(...)`.
+
+So code before a question runs once per round: keep side effects after the questions.
+Questions are matched by key (explicit `key=`, or the order in which the handler asks) and
+by content: a question whose text or schema changed is asked again.
+
+Only `tools/call`, `resources/read` and `prompts/get` may ask, and only for capabilities the
+request declared in `_meta` (else -32021 with `data.requiredCapabilities`, HTTP 400).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Generic, Literal, TypeVar, overload
+
+import pydantic
+from starlette.types import Scope
+
+from mcp_asgi.input.request_state import Sealer, StateError, digest, params_digest, principal_of
+from mcp_asgi.protocol.jsonrpc import (
+    INVALID_PARAMS,
+    MISSING_CLIENT_CAPABILITY,
+    JsonObject,
+    ProtocolError,
+)
+from mcp_asgi.protocol.request import McpRequest
+
+INPUT_METHODS: Final = frozenset({"tools/call", "resources/read", "prompts/get"})
+ELICIT: Final = "elicitation/create"
+SAMPLE: Final = "sampling/createMessage"
+ROOTS: Final = "roots/list"
+_ACTIONS: Final = ("accept", "decline", "cancel")
+
+T = TypeVar("T")
+M = TypeVar("M", bound=pydantic.BaseModel)
+
+
+class InputRequired(BaseException):
+    """Ends the request with an `InputRequiredResult` (control flow, not an error).
+
+    It derives from BaseException so that a handler's `except Exception` (and a tool's
+    "exceptions become isError results" rule) lets it through.
+    """
+
+    def __init__(self, result: JsonObject) -> None:
+        super().__init__("input required")
+        self.result = result
+
+
+@dataclass(frozen=True, slots=True)
+class ElicitResult(Generic[T]):
+    """The user's answer to `ctx.elicit(...)`: `content` is set only when accepted (form
+    mode); a pydantic model given as the schema arrives as an instance of it."""
+
+    action: Literal["accept", "decline", "cancel"]
+    content: T | None = None
+
+    @property
+    def accepted(self) -> bool:
+        """Whether the user accepted (submitted the form, or consented to the URL)."""
+        return self.action == "accept"
+
+
+class InputRounds:
+    """Creates each request's `InputRound`; holds the `requestState` key."""
+
+    def __init__(self, key: bytes | None = None, *, ttl: float = 600.0) -> None:
+        self._sealer = Sealer(key, ttl=ttl)
+
+    def begin(self, scope: Scope, request: McpRequest) -> InputRound | None:
+        """The round of a request that may ask for input (verifying its `requestState`:
+        raises `StateError` when it is tampered, expired, or not this request's)."""
+        if request.method not in INPUT_METHODS:
+            return None
+        return InputRound(request, self._sealer, principal_of(scope))
+
+
+class InputRound:
+    """What one request already knows (answers carried by its sealed `requestState` and
+    its `inputResponses`) and what it asks for."""
+
+    def __init__(self, request: McpRequest, sealer: Sealer, principal: str | None) -> None:
+        self._request = request
+        self._sealer = sealer
+        self._principal = digest(principal) if principal is not None else None
+        self._answers: dict[str, list[Any]] = {}  # key -> [question digest, method, response]
+        self._used: dict[str, list[Any]] = {}
+        self._pending: dict[str, JsonObject] = {}
+        self._asked = 0
+        self._load()
+
+    # -- the questions -------------------------------------------------------------------
+
+    @overload
+    async def elicit(
+        self, message: str, schema: type[M], *, key: str | None = None
+    ) -> ElicitResult[M]: ...
+
+    @overload
+    async def elicit(
+        self, message: str, schema: Mapping[str, Any], *, key: str | None = None
+    ) -> ElicitResult[dict[str, Any]]: ...
+
+    async def elicit(
+        self, message: str, schema: type[pydantic.BaseModel] | Mapping[str, Any], *, key: Any = None
+    ) -> ElicitResult[Any]:
+        """Ask the user to fill in a form (flat object schema of primitives)."""
+        model = schema if isinstance(schema, type) else None
+        if model is not None:
+            requested = model.model_json_schema()
+            requested.pop("title", None)
+        else:
+            requested = dict(schema)  # type: ignore[arg-type]
+        params = {"mode": "form", "message": message, "requestedSchema": requested}
+        answer = await self._ask(key, ELICIT, params, {"elicitation": {}})
+        content = answer.get("content")
+        if answer["action"] != "accept" or model is None:
+            return ElicitResult(answer["action"], content if answer["action"] == "accept" else None)
+        try:
+            return ElicitResult("accept", model.model_validate(content or {}))
+        except pydantic.ValidationError:
+            raise self._bad_response(key, "content does not match the requested schema") from None
+
+    async def elicit_url(
+        self, message: str, url: str, *, key: str | None = None
+    ) -> ElicitResult[dict[str, Any]]:
+        """Send the user to `url` (for anything sensitive); `accepted` means they consented,
+        not that the out-of-band step is finished."""
+        params = {"mode": "url", "message": message, "url": url}
+        answer = await self._ask(key, ELICIT, params, {"elicitation": {"url": {}}})
+        return ElicitResult(answer["action"])
+
+    async def sample(
+        self,
+        messages: str | Sequence[Mapping[str, Any]],
+        *,
+        max_tokens: int,
+        system_prompt: str | None = None,
+        key: str | None = None,
+        **params: Any,
+    ) -> JsonObject:
+        """Ask the client's model for a completion; returns the `CreateMessageResult`
+        (`role`, `content`, `model`, `stopReason`)."""
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
+        body: JsonObject = {"messages": [dict(m) for m in messages], "maxTokens": max_tokens}
+        if system_prompt is not None:
+            body["systemPrompt"] = system_prompt
+        body.update(params)
+        need: JsonObject = {"sampling": {"tools": {}} if "tools" in body else {}}
+        answer: JsonObject = await self._ask(key, SAMPLE, body, need)
+        return answer
+
+    async def list_roots(self, *, key: str | None = None) -> list[JsonObject]:
+        """Ask the client for its roots (`uri`, `name`)."""
+        answer = await self._ask(key, ROOTS, {}, {"roots": {}})
+        return list(answer["roots"])
+
+    async def gather(self, *questions: Awaitable[Any]) -> list[Any]:
+        """Ask several questions in one round: the answers in order, or one
+        `InputRequiredResult` listing every question still unanswered."""
+        answers: list[Any] = []
+        missing = False
+        pending = list(questions)
+        try:
+            while pending:
+                question = pending.pop(0)
+                try:
+                    answers.append(await question)
+                except InputRequired:
+                    missing = True
+                    answers.append(None)
+        finally:
+            for question in pending:
+                if inspect.iscoroutine(question):
+                    question.close()
+        if missing:
+            raise self._interrupt()
+        return answers
+
+    # -- machinery -----------------------------------------------------------------------
+
+    async def _ask(self, key: str | None, method: str, params: JsonObject, need: JsonObject) -> Any:
+        self._asked += 1
+        name = key if key is not None else f"{method.split('/', 1)[0]}-{self._asked}"
+        self._require(need)
+        question: JsonObject = {"method": method, "params": params}
+        fingerprint = digest(question)
+        known = self._answers.get(name)
+        if known is not None and known[0] == fingerprint:
+            self._used[name] = known
+            return known[2]
+        if name in self._pending or name in self._used:
+            raise ValueError(f"input key {name!r} is used twice in one request")
+        self._pending[name] = question
+        raise self._interrupt()
+
+    def _require(self, need: JsonObject) -> None:
+        declared = self._request.client_capabilities
+        for family, sub in need.items():
+            have = declared.get(family)
+            missing = not isinstance(have, dict) or any(k not in have for k in sub)
+            if family == "elicitation" and not sub and isinstance(have, dict):
+                missing = bool(have) and "form" not in have  # {} means form only
+            if missing:
+                raise ProtocolError(
+                    400,
+                    MISSING_CLIENT_CAPABILITY,
+                    f"Missing required client capability: {family}"
+                    + "".join(f".{k}" for k in sub)
+                    + " (declare it in _meta io.modelcontextprotocol/clientCapabilities)",
+                    {"requiredCapabilities": need},
+                    request_id=self._request.id,
+                )
+
+    def _interrupt(self) -> InputRequired:
+        questions = {k: [digest(q), q["method"]] for k, q in self._pending.items()}
+        state = self._sealer.seal(
+            {
+                "m": self._request.method,
+                "d": params_digest(self._request.method, self._request.params),
+                "p": self._principal,
+                "a": self._used,
+                "q": questions,
+            }
+        )
+        return InputRequired(
+            {
+                "resultType": "input_required",
+                "inputRequests": dict(self._pending),
+                "requestState": state,
+            }
+        )
+
+    def _load(self) -> None:
+        request = self._request
+        token = request.params.get("requestState")
+        if token is None:
+            return  # inputResponses without our state are not trusted: they are asked again
+        payload = self._sealer.open(token, request.id)
+        if payload.get("m") != request.method or payload.get("d") != params_digest(
+            request.method, request.params
+        ):
+            raise StateError("mismatch", "was issued for a different request", request.id)
+        if payload.get("p") != self._principal:
+            raise StateError("principal", "was issued to a different principal", request.id)
+        answers = payload.get("a")
+        questions = payload.get("q")
+        if not isinstance(answers, dict) or not isinstance(questions, dict):
+            raise StateError("malformed", "is malformed", request.id)
+        self._answers = dict(answers)
+        responses = request.params.get("inputResponses")
+        if responses is None:
+            return
+        if not isinstance(responses, dict):
+            raise self._bad_response(None, "must be an object")
+        for key, (fingerprint, method) in questions.items():
+            if key in responses:
+                self._answers[key] = [fingerprint, method, self._check(key, method, responses[key])]
+
+    def _check(self, key: str, method: str, response: Any) -> Any:
+        if not isinstance(response, dict):
+            raise self._bad_response(key, "must be an object")
+        if method == ELICIT:
+            content = response.get("content")
+            if response.get("action") not in _ACTIONS or not isinstance(
+                content, (dict, type(None))
+            ):
+                raise self._bad_response(key, "is not an ElicitResult")
+            return {"action": response["action"], "content": content}
+        if method == ROOTS:
+            roots = response.get("roots")
+            if not isinstance(roots, list) or not all(isinstance(r, dict) for r in roots):
+                raise self._bad_response(key, "is not a ListRootsResult")
+            return {"roots": roots}
+        if "role" not in response or not isinstance(response.get("content"), (dict, list)):
+            raise self._bad_response(key, "is not a CreateMessageResult")
+        return {k: v for k, v in response.items() if k not in ("resultType", "_meta")}
+
+    def _bad_response(self, key: str | None, detail: str) -> ProtocolError:
+        where = "inputResponses" + (f".{key}" if key else "")
+        return ProtocolError(
+            400, INVALID_PARAMS, f"Invalid params: {where} {detail}", request_id=self._request.id
+        )
+
+
+def is_retry(params: Mapping[str, Any]) -> bool:
+    """Whether a request carries answers or state from an earlier round (its result must
+    not be cached)."""
+    return "inputResponses" in params or "requestState" in params

@@ -1,0 +1,17 @@
+"""One request's life from dispatch to its handler's real exit: the cancellation contract.
+
+    scope          RequestScope: the one owner of a request's fate (cancel, end, outcome)
+    watcher        Watcher: reads `receive()` for a disconnect, keeps the stream alive,
+                   holds the deadline; reports why it stopped, never acts on the scope
+    outcome        CancelOutcome (the frozen record observers get), SideEffect, ScopeObserver
+    cancel         CancelReason, CancelToken, RequestCancelled
+    cancel_log     the `mcp_asgi.cancellation` log records
+    work           RunningWork: the handler, its threads and owned resources
+    process        ctx.run_process / stream_process; process_group: process groups
+    beside         a cheap one-child task group; lazy_event: an event made on first wait
+    clock          Clock: where deadlines are computed (a fake one in tests)
+
+Imports `mcp_asgi.http` (the reply writer is the scope's write channel) and
+`mcp_asgi.protocol`; never the server, input, bus, telemetry, legacy or the middleware.
+Observers (telemetry, the cancellation log) are told through `ScopeObserver`.
+"""

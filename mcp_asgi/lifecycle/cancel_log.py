@@ -1,0 +1,70 @@
+"""The cancellation log: one record per cancelled request on `mcp_asgi.cancellation`.
+
+The record answers "why did this stop?" with structured fields (`extra=`). It is INFO, or
+WARNING when the cancel came after a side effect (a reconciliation item). An ignored cancel
+and an orphan's late exit are DEBUG. Never arguments, results or header values.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from mcp_asgi.lifecycle.cancel import CancelReason
+
+if TYPE_CHECKING:
+    from mcp_asgi.lifecycle.scope import RequestScope
+
+logger = logging.getLogger("mcp_asgi.cancellation")
+
+
+def log_cancelled(scope: RequestScope) -> None:
+    """The request's one cancellation record (call once, when the request ends)."""
+    fields = _fields(scope)
+    if scope.after_side_effect:
+        logger.warning(
+            "request cancelled after side effect %r (%s, %s): reconcile",
+            fields["side_effect"],
+            fields["reason"],
+            fields["outcome"],
+            extra=fields,
+        )
+    else:
+        logger.info(
+            "request cancelled: %s (%s) after %.3fs",
+            fields["reason"],
+            fields["outcome"],
+            fields["elapsed"],
+            extra=fields,
+        )
+
+
+def log_ignored(scope: RequestScope, reason: CancelReason) -> None:
+    """A cancel that came after the request was cancelled or answered."""
+    logger.debug(
+        "cancel ignored: request already cancelled or answered",
+        extra={"request_id": scope.request.id, "reason": reason.value},
+    )
+
+
+def log_orphan_exited(scope: RequestScope) -> None:
+    """An orphaned request's work finally returned."""
+    logger.debug("orphaned handler exited", extra=_fields(scope))
+
+
+def _fields(scope: RequestScope) -> dict[str, Any]:
+    request = scope.request
+    effect = scope.side_effects[-1] if scope.after_side_effect else None
+    return {
+        "request_id": request.id,
+        "method": request.method,
+        "tool": request.target if request.method == "tools/call" else None,
+        "prompt": request.target if request.method == "prompts/get" else None,
+        "elapsed": (scope.signalled_at or scope.clock()) - scope.started,
+        "reason": scope.reason.value if scope.reason else None,
+        "outcome": scope.outcome,
+        "after_side_effect": scope.after_side_effect,
+        "side_effect": effect.name if effect else None,
+        "idempotency_key": effect.idempotency_key if effect else None,
+        "side_effects": [e.name for e in scope.side_effects],
+    }

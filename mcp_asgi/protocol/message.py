@@ -1,0 +1,90 @@
+"""Parsing one JSON-RPC message from a request body into an immutable `IncomingMessage`.
+
+Knows nothing about methods, handlers or HTTP."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from pydantic_core import from_json
+
+from mcp_asgi.protocol import jsonrpc
+from mcp_asgi.protocol.jsonrpc import INVALID_REQUEST, PARSE_ERROR, ProtocolError, RequestId
+
+_UTF8_BOM: Final = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingMessage:
+    """One JSON-RPC request or notification as it arrived."""
+
+    method: str
+    params: dict[str, Any]
+    id: RequestId | None
+    is_notification: bool
+
+
+def parse_message(body: bytes) -> IncomingMessage:
+    """Parse the body as exactly one JSON-RPC request or notification."""
+    try:
+        data = _load(body)
+    except ValueError:
+        raise ProtocolError(400, PARSE_ERROR, "Parse error: body is not valid JSON") from None
+    if isinstance(data, list):
+        raise ProtocolError(
+            400, INVALID_REQUEST, "Invalid Request: batches are not supported; send one message"
+        )
+    if not isinstance(data, dict):
+        raise ProtocolError(400, INVALID_REQUEST, "Invalid Request: expected a JSON-RPC object")
+    request_id = _read_id(data)
+    if data.get("jsonrpc") != jsonrpc.JSONRPC_VERSION:
+        raise _invalid(request_id, "'jsonrpc' must be \"2.0\"")
+    method = data.get("method")
+    if not isinstance(method, str) or not method:
+        if "result" in data or "error" in data:
+            raise _invalid(request_id, "clients must not POST JSON-RPC responses")
+        raise _invalid(request_id, "'method' must be a non-empty string")
+    params = data.get("params", {})
+    if not isinstance(params, dict):
+        raise _invalid(request_id, "'params' must be an object")
+    return IncomingMessage(
+        method=method, params=params, id=request_id, is_notification="id" not in data
+    )
+
+
+def peek_id(body: bytes | None) -> RequestId | None:
+    """The request id, if `body` is a JSON object with a valid one (for error replies)."""
+    if not body:
+        return None
+    try:
+        data = _load(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    value = data.get("id")
+    return value if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+
+
+def _load(body: bytes) -> Any:
+    """Parse JSON text: UTF-8 only, as RFC 8259 requires between systems, and a leading
+    byte order mark ignored, as it allows. Raises `ValueError`."""
+    if body.startswith(_UTF8_BOM):
+        body = body[len(_UTF8_BOM) :]
+    return from_json(body)
+
+
+def _read_id(data: dict[str, Any]) -> RequestId | None:
+    if "id" not in data:
+        return None
+    value = data["id"]
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ProtocolError(
+            400, INVALID_REQUEST, "Invalid Request: 'id' must be a string or integer"
+        )
+    return value
+
+
+def _invalid(request_id: RequestId | None, detail: str) -> ProtocolError:
+    return ProtocolError(400, INVALID_REQUEST, f"Invalid Request: {detail}", request_id=request_id)

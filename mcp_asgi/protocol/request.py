@@ -1,0 +1,83 @@
+"""`McpRequest`, the validated request every later stage reads, and the protocol's constants."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from mcp_asgi.protocol.jsonrpc import RequestId
+
+PROTOCOL_VERSION: Final = "2026-07-28"
+
+
+MODERN_VERSIONS: Final = (PROTOCOL_VERSION,)
+
+
+META_PREFIX: Final = "io.modelcontextprotocol/"
+
+
+LOG_LEVELS: Final = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+
+
+NAME_PARAM: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
+@dataclass(frozen=True, slots=True)
+class ParamHeader:
+    """A tool argument mirrored in an `Mcp-Param-<header>` header (`x-mcp-header`).
+
+    `path` is the chain of `properties` keys from the arguments object to the value.
+    """
+
+    header: str
+    path: tuple[str, ...]
+    kind: str  # "string" | "integer" | "boolean"
+
+    @property
+    def argument(self) -> str:
+        """The argument's dotted path, for messages."""
+        return ".".join(self.path)
+
+
+class MethodCatalog(Protocol):
+    """What validation needs to know about the server."""
+
+    def has_method(self, method: str) -> bool: ...
+
+    def param_headers(self, tool_name: str) -> tuple[ParamHeader, ...]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class McpRequest:
+    """A validated request: what a handler's request context is built from.
+
+    `session_id` is set only for a 2025-era request, served in an `Mcp-Session-Id` session.
+    """
+
+    id: RequestId
+    method: str
+    params: Mapping[str, Any]
+    protocol_version: str
+    client_capabilities: Mapping[str, Any]
+    client_info: Mapping[str, Any] | None
+    log_level: str | None
+    progress_token: str | int | None
+    meta: Mapping[str, Any]
+    session_id: str | None = None
+
+    @property
+    def target(self) -> str | None:
+        """The tool or prompt name (or resource URI) this request is about."""
+        key = NAME_PARAM.get(self.method)
+        value = self.params.get(key) if key else None
+        return value if isinstance(value, str) else None

@@ -1,0 +1,224 @@
+"""Validation of a 2026-07-28 request: version, `_meta` envelope, method, standard headers.
+
+Runs the spec's validation ladder in order; the first failing step answers. Produces an
+immutable `McpRequest`. Knows the method catalogue only through `MethodCatalog`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from starlette.types import Scope
+
+from mcp_asgi.protocol.headers import decode_header_value
+from mcp_asgi.protocol.jsonrpc import (
+    HEADER_MISMATCH,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    ProtocolError,
+    RequestId,
+)
+from mcp_asgi.protocol.message import IncomingMessage
+from mcp_asgi.protocol.request import (
+    LOG_LEVELS,
+    META_PREFIX,
+    MODERN_VERSIONS,
+    NAME_PARAM,
+    McpRequest,
+    MethodCatalog,
+    ParamHeader,
+)
+
+_LEGACY_METHODS: Final = frozenset(
+    {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
+)
+_CANONICAL_DECIMAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
+
+
+def validate(scope: Scope, message: IncomingMessage, catalog: MethodCatalog) -> McpRequest:
+    """Check a request against the 2026-07-28 rules; raise `ProtocolError` on the first failure."""
+    request_id = message.id
+    if request_id is None:
+        raise ValueError("validate() takes requests, not notifications")
+    fail = _Failer(request_id, legacy=message.method == "initialize")
+    headers = _mcp_headers(scope)
+    header_version = _header(fail, headers, b"mcp-protocol-version", "MCP-Protocol-Version")
+    meta = message.params.get("_meta")
+    meta_version = meta.get(META_PREFIX + "protocolVersion") if isinstance(meta, dict) else None
+    if header_version is None:
+        raise fail(400, HEADER_MISMATCH, "Header mismatch: MCP-Protocol-Version header is required")
+    if isinstance(meta_version, str) and meta_version != header_version:
+        raise fail(
+            400,
+            HEADER_MISMATCH,
+            f"Header mismatch: MCP-Protocol-Version header value '{header_version}' does not "
+            f"match body value '{meta_version}'",
+        )
+    if header_version not in MODERN_VERSIONS:
+        raise fail(
+            400,
+            UNSUPPORTED_PROTOCOL_VERSION,
+            f"Unsupported protocol version: {header_version}",
+            {"supported": list(MODERN_VERSIONS), "requested": header_version},
+        )
+    if not isinstance(meta, dict):
+        raise fail(400, INVALID_PARAMS, "Invalid params: params._meta is required")
+    if not isinstance(meta_version, str):
+        raise fail(
+            400, INVALID_PARAMS, f"Invalid params: _meta.{META_PREFIX}protocolVersion is required"
+        )
+    capabilities = meta.get(META_PREFIX + "clientCapabilities")
+    if not isinstance(capabilities, dict):
+        raise fail(
+            400,
+            INVALID_PARAMS,
+            f"Invalid params: _meta.{META_PREFIX}clientCapabilities must be an object",
+        )
+    client_info = meta.get(META_PREFIX + "clientInfo")
+    if client_info is not None and not isinstance(client_info, dict):
+        raise fail(
+            400, INVALID_PARAMS, f"Invalid params: _meta.{META_PREFIX}clientInfo must be an object"
+        )
+    log_level = meta.get(META_PREFIX + "logLevel")
+    if log_level is not None and log_level not in LOG_LEVELS:
+        raise fail(400, INVALID_PARAMS, f"Invalid params: unknown log level {log_level!r}")
+    progress_token = meta.get("progressToken")
+    if isinstance(progress_token, bool) or not isinstance(progress_token, (str, int, type(None))):
+        raise fail(400, INVALID_PARAMS, "Invalid params: progressToken must be a string or integer")
+    if not catalog.has_method(message.method):
+        data = {"supported": list(MODERN_VERSIONS)} if message.method in _LEGACY_METHODS else None
+        raise fail(404, METHOD_NOT_FOUND, f"Method not found: {message.method}", data)
+    _check_header(fail, headers, b"mcp-method", "Mcp-Method", message.method)
+    name_key = NAME_PARAM.get(message.method)
+    if name_key is not None:
+        value = message.params.get(name_key)
+        if not isinstance(value, str):
+            raise fail(400, INVALID_PARAMS, f"Invalid params: '{name_key}' must be a string")
+        _check_header(fail, headers, b"mcp-name", "Mcp-Name", value)
+        if message.method == "tools/call":
+            _check_param_headers(fail, headers, catalog.param_headers(value), message.params)
+    return McpRequest(
+        id=request_id,
+        method=message.method,
+        params=message.params,
+        protocol_version=meta_version,
+        client_capabilities=capabilities,
+        client_info=client_info,
+        log_level=log_level,
+        progress_token=progress_token,
+        meta=meta,
+    )
+
+
+class _Failer:
+    def __init__(self, request_id: RequestId, *, legacy: bool) -> None:
+        self.request_id = request_id
+        self.legacy = legacy
+
+    def __call__(self, status: int, code: int, message: str, data: Any = None) -> ProtocolError:
+        if self.legacy and data is None:
+            # A 2025-era client opening with `initialize` cannot fall forward: name what works.
+            data = {"supported": list(MODERN_VERSIONS)}
+        return ProtocolError(status, code, message, data, request_id=self.request_id)
+
+
+_Headers = dict[bytes, list[bytes]]
+
+
+def _mcp_headers(scope: Scope) -> _Headers:
+    """The `Mcp-*` request headers, by lower-case name, in one pass over the headers."""
+    found: _Headers = {}
+    for key, value in scope["headers"]:
+        if key[:4].lower() == b"mcp-":
+            found.setdefault(key.lower(), []).append(value)
+    return found
+
+
+def _header(fail: _Failer, headers: _Headers, name: bytes, label: str) -> str | None:
+    """A header's value with optional whitespace trimmed; -32020 if it is sent twice."""
+    values = headers.get(name, ())
+    if len(values) > 1:
+        raise fail(400, HEADER_MISMATCH, f"Header mismatch: {label} header appears more than once")
+    return values[0].decode("latin-1").strip(" \t") if values else None
+
+
+def _check_header(fail: _Failer, headers: _Headers, name: bytes, label: str, expected: str) -> None:
+    raw = _header(fail, headers, name, label)
+    if raw is None:
+        raise fail(400, HEADER_MISMATCH, f"Header mismatch: {label} header is required")
+    value = decode_header_value(raw)
+    if value is None:
+        raise fail(400, HEADER_MISMATCH, f"Header mismatch: {label} header value is malformed")
+    if value != expected:
+        raise fail(
+            400,
+            HEADER_MISMATCH,
+            f"Header mismatch: {label} header value '{value}' does not match body value "
+            f"'{expected}'",
+        )
+
+
+def _check_param_headers(
+    fail: _Failer, headers: _Headers, specs: tuple[ParamHeader, ...], params: Mapping[str, Any]
+) -> None:
+    arguments = params.get("arguments")
+    for spec in specs:
+        label = f"Mcp-Param-{spec.header}"
+        raw = _header(fail, headers, b"mcp-param-" + spec.header.lower().encode("ascii"), label)
+        value = None if raw is None else decode_header_value(raw)
+        if raw is not None and value is None:
+            raise fail(400, HEADER_MISMATCH, f"Header mismatch: {label} header value is malformed")
+        body_value = _value_at(arguments, spec.path)
+        rendered = _render(body_value)
+        if rendered is None:  # null, absent or not a scalar: no header is expected
+            if value is not None:
+                raise fail(
+                    400,
+                    HEADER_MISMATCH,
+                    f"Header mismatch: {label} header is present but argument "
+                    f"'{spec.argument}' is not",
+                )
+            continue
+        if value is None:
+            raise fail(400, HEADER_MISMATCH, f"Header mismatch: {label} header is required")
+        if not _same_value(spec.kind, value, body_value, rendered):
+            raise fail(
+                400,
+                HEADER_MISMATCH,
+                f"Header mismatch: {label} header value '{value}' does not match body value "
+                f"'{rendered}'",
+            )
+
+
+def _value_at(arguments: Any, path: tuple[str, ...]) -> Any:
+    node = arguments
+    for key in path:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(key)
+    return node
+
+
+def _render(value: Any) -> str | None:
+    """A body value as a client writes it in a header; None when it has no header form."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    return None
+
+
+def _same_value(kind: str, header_value: str, body_value: Any, rendered: str) -> bool:
+    """Integers compare numerically (`42.0` equals `42`); everything else as written."""
+    integral = isinstance(body_value, int) or (
+        isinstance(body_value, float) and body_value.is_integer()
+    )
+    if kind == "integer" and integral and not isinstance(body_value, bool):
+        if not _CANONICAL_DECIMAL.fullmatch(header_value):
+            return False
+        whole, _, fraction = header_value.partition(".")
+        return not fraction.strip("0") and int(whole) == int(body_value)
+    return header_value == rendered

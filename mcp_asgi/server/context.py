@@ -1,0 +1,323 @@
+"""`Context`: what a handler gets by annotating a parameter `ctx: Context`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar, overload
+
+import anyio
+import anyio.lowlevel
+
+from mcp_asgi.input.rounds import ElicitResult, InputRound, M
+from mcp_asgi.lifecycle import process as _process
+from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken
+from mcp_asgi.lifecycle.process import Argv, ProcessLines
+from mcp_asgi.lifecycle.scope import RequestScope
+from mcp_asgi.protocol import jsonrpc
+from mcp_asgi.protocol.jsonrpc import JsonObject, RequestId
+from mcp_asgi.protocol.request import LOG_LEVELS
+
+T = TypeVar("T")
+
+
+class Context:
+    """The request a handler is serving: cancellation, progress, logging, deadline, helpers.
+
+    Handlers never see ASGI; everything they write goes through the request's scope, so
+    nothing reaches the client after the request is cancelled.
+    """
+
+    __slots__ = (
+        "_inputs",
+        "_kill_grace",
+        "_last_progress",
+        "_last_progress_at",
+        "_min_interval",
+        "_scope",
+    )
+
+    def __init__(
+        self,
+        scope: RequestScope,
+        *,
+        progress_min_interval: float = 0.0,
+        process_kill_grace: float = 2.0,
+        inputs: InputRound | None = None,
+    ) -> None:
+        self._scope = scope
+        self._inputs = inputs
+        self._last_progress: float | None = None
+        self._last_progress_at = -float("inf")
+        self._min_interval = progress_min_interval
+        self._kill_grace = process_kill_grace
+
+    # -- who is asking ---------------------------------------------------------------
+
+    @property
+    def request_id(self) -> RequestId:
+        """The JSON-RPC id of the request."""
+        return self._scope.request.id
+
+    @property
+    def method(self) -> str:
+        """The MCP method, e.g. `tools/call`."""
+        return self._scope.request.method
+
+    @property
+    def client_info(self) -> Mapping[str, Any] | None:
+        """The client's self-reported `clientInfo` (never a security signal)."""
+        return self._scope.request.client_info
+
+    @property
+    def client_capabilities(self) -> Mapping[str, Any]:
+        """The capabilities the client declared on this request."""
+        return self._scope.request.client_capabilities
+
+    # -- cancellation ----------------------------------------------------------------
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the request has been cancelled."""
+        return self._scope.cancelled
+
+    @property
+    def cancel_reason(self) -> CancelReason | None:
+        """Why the request was cancelled, or None."""
+        return self._scope.reason
+
+    @property
+    def cancel_token(self) -> CancelToken:
+        """The thread-safe token to hand to code running in worker threads."""
+        return self._scope.token
+
+    @property
+    def deadline(self) -> float | None:
+        """Seconds left before the server's deadline for this request, or None."""
+        if self._scope.timeout is None:
+            return None
+        return max(0.0, self._scope.started + self._scope.timeout - self._scope.clock())
+
+    async def checkpoint(self) -> None:
+        """Yield to the event loop; raises the cancellation if the request was cancelled.
+
+        Call it between steps of a long CPU-bound loop in an `async def` handler: the loop
+        only notices a disconnect while the handler yields, and the handler only stops at an
+        `await`.
+        """
+        await anyio.lowlevel.checkpoint()
+
+    # -- work outside the event loop -------------------------------------------------
+
+    async def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking function in a worker thread, bound to this request.
+
+        On cancel the request ends at once: the thread cannot be stopped, so it is abandoned
+        and told through `cancel_token` (pass it to `fn` and poll it). A thread still
+        running after the cancel grace period is counted as an orphan until it returns.
+        """
+        return await self._scope.run_sync(lambda: fn(*args))
+
+    async def run_process(
+        self,
+        argv: Argv,
+        *,
+        input: bytes | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        check: bool = True,
+    ) -> subprocess.CompletedProcess[bytes]:
+        """Run a command (no shell) to completion and return its exit status and output.
+
+        The child starts in its own process group. If the request is cancelled, the whole
+        group (grandchildren included) gets SIGTERM, then SIGKILL after the
+        `process_kill_grace` setting; the call returns only once no process of the group is
+        left. Anything still running in the group when the command exits is stopped the same
+        way. `check=True` raises `subprocess.CalledProcessError` on a non-zero exit status.
+        """
+        return await _process.run(
+            argv,
+            input=input,
+            cwd=cwd,
+            env=env,
+            check=check,
+            kill_grace=self._kill_grace,
+            owner=self._scope.work,
+        )
+
+    def stream_process(
+        self,
+        argv: Argv,
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        stderr: int | None = subprocess.DEVNULL,
+        check: bool = True,
+        encoding: str = "utf-8",
+    ) -> ProcessLines:
+        """Run a command (no shell) and iterate over its standard output line by line::
+
+            async with ctx.stream_process(["tail", "-n", "20", path]) as lines:
+                async for line in lines:
+                    await ctx.report_progress(...)
+
+        Lines come without their line ending. `stderr` is discarded by default
+        (`subprocess.STDOUT` merges it into the lines, None inherits the server's). The
+        process group is stopped like `run_process`'s when the block ends, when the
+        request is cancelled, or at the latest when the handler exits. `check=True` raises
+        `subprocess.CalledProcessError` after the last line on a non-zero exit status.
+        """
+        return ProcessLines(
+            argv,
+            cwd=cwd,
+            env=env,
+            stderr=stderr,
+            check=check,
+            encoding=encoding,
+            kill_grace=self._kill_grace,
+            owner=self._scope.work,
+        )
+
+    # -- side effects ----------------------------------------------------------------
+
+    def side_effect(self, name: str, idempotency_key: str | None = None) -> SideEffectMark:
+        """Mark an irreversible step (a charge, an e-mail, a write to another system).
+
+        Call it just before the step. A cancel that lands after the mark is recorded for
+        reconciliation (span attribute, counter, one WARNING log record with the name and
+        `idempotency_key`) instead of passing as a clean cancel. Use
+        `async with ctx.side_effect(...)` to also shield the step from cancellation, so it
+        completes (the cancel takes effect right after the block).
+
+        Raises `RequestCancelled` if the request is already cancelled: the step is never
+        started after the signal. Safe to call from a worker thread.
+        """
+        if not name:
+            raise ValueError("side effect name must not be empty")
+        self._scope.mark_side_effect(name, idempotency_key)
+        return SideEffectMark()
+
+    # -- writing to the client -------------------------------------------------------
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Send `notifications/progress` if the client asked for progress.
+
+        `progress` must increase with each call. Dropped in JSON response mode and after
+        the request is cancelled.
+        """
+        token = self._scope.request.progress_token
+        if token is None:
+            return
+        if self._last_progress is not None and progress <= self._last_progress:
+            raise ValueError("progress must increase with each notification")
+        self._last_progress = progress
+        now = self._scope.clock()
+        final = total is not None and progress >= total
+        if not final and now - self._last_progress_at < self._min_interval:
+            return
+        self._last_progress_at = now
+        params: dict[str, Any] = {"progressToken": token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self._scope.write(jsonrpc.notification("notifications/progress", params))
+
+    async def log(self, level: str, data: Any, *, logger: str | None = None) -> None:
+        """Send `notifications/message` if the request set a log level at or below `level`.
+
+        Never include secrets or personal data.
+        """
+        if level not in LOG_LEVELS:
+            raise ValueError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+        wanted = self._scope.request.log_level
+        if wanted is None or LOG_LEVELS.index(level) < LOG_LEVELS.index(wanted):
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        await self._scope.write(jsonrpc.notification("notifications/message", params))
+
+    # -- asking the client (multi round-trip requests, see mcp_asgi.input) -----------
+
+    @overload
+    async def elicit(
+        self, message: str, schema: type[M], *, key: str | None = None
+    ) -> ElicitResult[M]: ...
+
+    @overload
+    async def elicit(
+        self, message: str, schema: Mapping[str, Any], *, key: str | None = None
+    ) -> ElicitResult[dict[str, Any]]: ...
+
+    async def elicit(self, message: str, schema: Any, *, key: str | None = None) -> Any:
+        """Ask the user to fill in a form: a flat object JSON Schema, or a pydantic model
+        (the answer's `content` is then an instance of it).
+
+        The first time, this ends the request with an `InputRequiredResult`; the client's
+        retry runs the handler again and this call returns the answer.
+        """
+        return await self._input_round().elicit(message, schema, key=key)
+
+    async def elicit_url(
+        self, message: str, url: str, *, key: str | None = None
+    ) -> ElicitResult[dict[str, Any]]:
+        """Send the user to `url` (for credentials, payments: never ask those in a form)."""
+        return await self._input_round().elicit_url(message, url, key=key)
+
+    async def sample(
+        self,
+        messages: str | Sequence[Mapping[str, Any]],
+        *,
+        max_tokens: int,
+        system_prompt: str | None = None,
+        key: str | None = None,
+        **params: Any,
+    ) -> JsonObject:
+        """Ask the client's model for a completion (`CreateMessageResult` as a dict)."""
+        return await self._input_round().sample(
+            messages, max_tokens=max_tokens, system_prompt=system_prompt, key=key, **params
+        )
+
+    async def list_roots(self, *, key: str | None = None) -> list[JsonObject]:
+        """Ask the client for its roots."""
+        return await self._input_round().list_roots(key=key)
+
+    async def gather(self, *questions: Awaitable[Any]) -> list[Any]:
+        """Ask several questions in one round: `a, b = await ctx.gather(ctx.elicit(...),
+        ctx.list_roots())`."""
+        return await self._input_round().gather(*questions)
+
+    def _input_round(self) -> InputRound:
+        if self._inputs is None:
+            raise RuntimeError(
+                f"this {self.method} request cannot ask the client for input: only "
+                "2026-07-28 tools/call, resources/read and prompts/get requests can"
+            )
+        return self._inputs
+
+
+class SideEffectMark:
+    """Returned by `ctx.side_effect(...)`; as an async context manager it shields its block."""
+
+    __slots__ = ("_shield",)
+
+    def __init__(self) -> None:
+        self._shield: anyio.CancelScope | None = None
+
+    async def __aenter__(self) -> None:
+        self._shield = anyio.CancelScope(shield=True)
+        self._shield.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._shield is not None:
+            self._shield.__exit__(exc_type, exc, tb)

@@ -1,0 +1,171 @@
+"""`McpServer`: what one MCP endpoint serves, and the dispatch of MCP methods.
+
+`McpServer` is put together from three parts, each in its own module::
+
+    Registry              _registry.py   @server.tool / resource / prompt / completion
+    Methods               _methods.py    the methods that read the registry
+    ChangeNotifications   _changes.py    list-changed announcements, removal, listen streams
+
+This module holds the server's identity and capabilities, the table from method name to
+handler, and what every result carries (`resultType`, server info, cache hints).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+from mcp_asgi.bus.in_process import NotificationBus
+from mcp_asgi.input.rounds import InputRequired, is_retry
+from mcp_asgi.protocol.jsonrpc import JsonObject
+from mcp_asgi.protocol.request import MODERN_VERSIONS, McpRequest, ParamHeader
+from mcp_asgi.server.changes import ChangeNotifications
+from mcp_asgi.server.context import Context
+from mcp_asgi.server.listen import LISTEN, Subscriptions
+from mcp_asgi.server.methods import Methods, ResultOptions
+from mcp_asgi.server.registry import Registry
+
+__all__ = ["SERVER_INFO_KEY", "McpServer", "ResultOptions"]
+
+SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
+_CACHEABLE: Final = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "resources/list",
+        "resources/templates/list",
+        "prompts/list",
+        "resources/read",
+    }
+)
+Method = Callable[[McpRequest, Context, ResultOptions], Awaitable[JsonObject]]
+
+
+class McpServer(Registry, Methods, ChangeNotifications):
+    """The tools, resources and prompts one MCP endpoint serves.
+
+    Register handlers with the decorators. Parameter type hints and the docstring become
+    the JSON Schema and descriptions; a parameter annotated `Context` receives the request
+    context, one annotated `CancelToken` the thread cancel token. `def` handlers run in a
+    worker thread, `async def` handlers on the event loop.
+
+    Change notifications (`notify_tools_changed()` ..., `remove_tool()` ...) travel on
+    `bus`: in-process by default, or e.g. a `RedisBus` shared by every replica.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        version: str = "0.0.0",
+        instructions: str | None = None,
+        title: str | None = None,
+        bus: NotificationBus | None = None,
+    ) -> None:
+        if not name:
+            raise ValueError("server name must not be empty")
+        super().__init__()
+        self.name = name
+        self.version = version
+        self.instructions = instructions
+        self._server_info: JsonObject = {"name": name, "version": version}
+        if title:
+            self._server_info["title"] = title
+        self.subscriptions = Subscriptions(bus, lambda: self._server_info)
+        self._methods: dict[str, Method] = {
+            "server/discover": self._discover,
+            "tools/list": self._list,
+            "tools/call": self._call_tool,
+            "resources/list": self._list,
+            "resources/templates/list": self._list,
+            "resources/read": self._read_resource,
+            "prompts/list": self._list,
+            "prompts/get": self._get_prompt,
+            "completion/complete": self._complete,
+            LISTEN: self._listen,
+        }
+
+    # -- what validation and the middleware ask --------------------------------------
+
+    @property
+    def server_info(self) -> JsonObject:
+        """This server's `Implementation` (name, version, title): a copy."""
+        return dict(self._server_info)
+
+    def capabilities(self) -> JsonObject:
+        """The server capabilities advertised by `server/discover`."""
+        caps: JsonObject = {"logging": {}}
+        if self._tools:
+            caps["tools"] = {"listChanged": True}
+        if self._resources:
+            caps["resources"] = {"listChanged": True, "subscribe": True}
+        if self._prompts:
+            caps["prompts"] = {"listChanged": True}
+        if self._completers:
+            caps["completions"] = {}
+        return caps
+
+    def has_method(self, method: str) -> bool:
+        """Whether `method` is served (capability-gated methods only when advertised)."""
+        if method not in self._methods:
+            return False
+        family = method.split("/", 1)[0]
+        gate = {
+            "tools": self._tools,
+            "resources": self._resources,
+            "prompts": self._prompts,
+            "completion": self._completers,
+        }.get(family)
+        return gate is None or bool(gate)
+
+    def param_headers(self, tool_name: str) -> tuple[ParamHeader, ...]:
+        tool = self._tools.get(tool_name)
+        return tool.headers if tool else ()
+
+    def timeout_for(self, request: McpRequest) -> float | None:
+        """The tool's own timeout, if the request calls a tool that has one."""
+        if request.method == "tools/call":
+            tool = self._tools.get(str(request.params.get("name")))
+            return tool.timeout if tool else None
+        return None
+
+    # -- dispatch --------------------------------------------------------------------
+
+    async def dispatch(
+        self, request: McpRequest, ctx: Context, options: ResultOptions | None = None
+    ) -> JsonObject:
+        """Answer one validated request; raises `McpError` for JSON-RPC errors."""
+        options = options or ResultOptions()
+        try:
+            result = await self._methods[request.method](request, ctx, options)
+        except InputRequired as pending:  # a handler asked the client for input (MRTR)
+            result = pending.result
+        result.setdefault("resultType", "complete")
+        meta = result.get("_meta")
+        meta = dict(meta) if isinstance(meta, dict) else {}
+        meta[SERVER_INFO_KEY] = self._server_info
+        result["_meta"] = meta
+        if request.method in _CACHEABLE and result["resultType"] == "complete":
+            result.setdefault("ttlMs", options.ttl_ms)
+            result.setdefault("cacheScope", options.cache_scope)
+            if is_retry(request.params):  # answers from an MRTR round: never cached
+                result["ttlMs"] = 0
+        return result
+
+    async def _discover(
+        self, request: McpRequest, ctx: Context, options: ResultOptions
+    ) -> JsonObject:
+        result: JsonObject = {
+            "supportedVersions": list(MODERN_VERSIONS),
+            "capabilities": self.capabilities(),
+        }
+        if self.instructions:
+            result["instructions"] = self.instructions
+        return result
+
+    async def _listen(
+        self, request: McpRequest, ctx: Context, options: ResultOptions
+    ) -> JsonObject:
+        return await self.subscriptions.serve(
+            request, ctx, self.capabilities(), options.listen_max_duration
+        )

@@ -1,0 +1,269 @@
+"""Type hints and docstrings -> JSON Schema (2020-12) and argument validation, via pydantic."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Final, get_origin
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, TypeAdapter
+from pydantic.fields import FieldInfo
+
+from mcp_asgi.lifecycle.cancel import CancelToken
+from mcp_asgi.protocol.request import ParamHeader
+from mcp_asgi.server.context import Context
+
+_ARGS_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
+_ARG_LINE = re.compile(r"^\s+(\*{0,2}\w+)(?:\s*\([^)]*\))?\s*:\s*(.*)$")
+_HEADER_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerSignature:
+    """How to call a handler: its argument model and where the injected objects go.
+
+    The model's fields have internal names aliased to the handler's parameter names, so a
+    parameter may be called anything (`schema`, `json`, `model_config`, ...).
+    """
+
+    arguments: type[BaseModel]
+    context_param: str | None
+    token_param: str | None
+    is_async: bool
+    _names: tuple[tuple[str, str], ...] = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # (field name, parameter name) pairs, read once: `bind` runs on every call
+        fields = self.arguments.model_fields.items()
+        object.__setattr__(self, "_names", tuple((n, f.alias or n) for n, f in fields))
+
+    @property
+    def parameters(self) -> dict[str, FieldInfo]:
+        """The client-visible parameters, by name, in declaration order."""
+        return {field.alias or name: field for name, field in self.arguments.model_fields.items()}
+
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON Schema of the arguments (root `type: object`)."""
+        schema = self.arguments.model_json_schema(by_alias=True)
+        schema.pop("title", None)
+        return schema
+
+    def bind(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        """Validate `arguments` and return the keyword arguments for the call.
+
+        Raises `pydantic.ValidationError` when they do not fit the signature.
+        """
+        model = self.arguments.model_validate(arguments)
+        kwargs = {param: getattr(model, name) for name, param in self._names}
+        if self.context_param:
+            kwargs[self.context_param] = ctx
+        if self.token_param:
+            kwargs[self.token_param] = ctx.cancel_token
+        return kwargs
+
+
+def inspect_handler(fn: Callable[..., Any], *, name: str) -> HandlerSignature:
+    """Read a handler's signature; raise TypeError for signatures that cannot be served."""
+    if not callable(fn):
+        raise TypeError(f"{name}: handler must be callable")
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:
+        raise TypeError(f"{name}: cannot resolve the handler's type hints: {exc}") from exc
+    _, arg_docs = parse_docstring(fn)
+    fields: dict[str, Any] = {}
+    context_param = token_param = None
+    for index, param in enumerate(inspect.signature(fn).parameters.values()):
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"{name}: *args and **kwargs are not supported in handlers")
+        if param.kind is param.POSITIONAL_ONLY:
+            raise TypeError(f"{name}: positional-only parameters are not supported in handlers")
+        annotation = hints.get(param.name, Any)
+        if annotation is Context:
+            context_param = param.name
+            continue
+        if annotation is CancelToken:
+            token_param = param.name
+            continue
+        default = ... if param.default is param.empty else param.default
+        description = arg_docs.get(param.name)
+        fields[f"p{index}"] = (
+            annotation,
+            pydantic.Field(default, alias=param.name, description=description),
+        )
+    try:
+        model = pydantic.create_model(
+            f"{name}_arguments",
+            __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
+            **fields,
+        )
+        model.model_json_schema(by_alias=True)
+    except pydantic.PydanticUserError as exc:
+        raise TypeError(f"{name}: parameter types cannot be served as JSON: {exc}") from exc
+    return HandlerSignature(
+        arguments=model,
+        context_param=context_param,
+        token_param=token_param,
+        is_async=inspect.iscoroutinefunction(fn),
+    )
+
+
+def parse_docstring(fn: Callable[..., Any]) -> tuple[str | None, dict[str, str]]:
+    """The summary (text before an `Args:` section) and per-argument descriptions."""
+    doc = inspect.getdoc(fn)
+    if not doc:
+        return None, {}
+    summary: list[str] = []
+    args: dict[str, str] = {}
+    current: str | None = None
+    in_args = False
+    for line in doc.splitlines():
+        if _ARGS_SECTION.match(line):
+            in_args = True
+            continue
+        if in_args:
+            match = _ARG_LINE.match("    " + line if not line.startswith(" ") else line)
+            if line and not line.startswith(" ") and line.rstrip().endswith(":"):
+                in_args = False
+            elif match and not line.startswith("        "):
+                current = match.group(1).lstrip("*")
+                args[current] = match.group(2).strip()
+                continue
+            elif current and line.strip():
+                args[current] = f"{args[current]} {line.strip()}"
+                continue
+        if not in_args:
+            summary.append(line)
+    text = "\n".join(summary).strip()
+    return (text or None), args
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec:
+    """How a tool's return value becomes `structuredContent`."""
+
+    schema: dict[str, Any] | None
+    adapter: TypeAdapter[Any] | None
+    wrap: bool
+
+    def structured(self, value: Any) -> Any:
+        """The JSON value for `structuredContent`, or None for unstructured output."""
+        if self.adapter is None:
+            return None
+        checked = self.adapter.validate_python(value)  # a dict for a model return is fine
+        data = self.adapter.dump_python(checked, mode="json", warnings="error")
+        return {"result": data} if self.wrap else data
+
+
+def output_spec(fn: Callable[..., Any]) -> OutputSpec:
+    """Derive the output schema from the return annotation (objects as-is, others wrapped)."""
+    annotation = typing.get_type_hints(fn, include_extras=True).get("return", Any)
+    if annotation in (Any, str, type(None), None) or _is_awaitable(annotation):
+        return OutputSpec(None, None, False)
+    adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+    schema = adapter.json_schema(mode="serialization")
+    if _is_object(annotation):
+        schema.pop("title", None)
+        return OutputSpec(schema, adapter, False)
+    wrapped = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+    if "$defs" in schema:
+        wrapped["$defs"] = schema.pop("$defs")
+    return OutputSpec(wrapped, adapter, True)
+
+
+def param_headers(input_schema: dict[str, Any], *, name: str) -> tuple[ParamHeader, ...]:
+    """The `x-mcp-header` annotations of a tool's input schema, validated as clients do.
+
+    Clients drop a tool with any invalid annotation, so one is an error at registration:
+    it must sit on a string, integer or boolean property reached from the root through
+    `properties` only (not inside `items`, `anyOf`, `$defs`, ...), be an RFC 9110 token,
+    and be unique (case-insensitively).
+    """
+    seen: dict[str, str] = {}
+    headers: list[ParamHeader] = []
+    for path, schema in _schema_positions(input_schema):
+        if _X_MCP_HEADER not in schema:
+            continue
+        header = schema[_X_MCP_HEADER]
+        where = ".".join(path or ()) or "the schema root"
+        if not path:
+            raise ValueError(
+                f"{name}: x-mcp-header must be on a property reached through 'properties' "
+                "only, not inside items, anyOf/oneOf, $defs or a nested model"
+            )
+        if not isinstance(header, str) or not _HEADER_TOKEN.match(header):
+            raise ValueError(f"{name}: x-mcp-header {header!r} is not a valid header token")
+        if header.lower() in seen:
+            raise ValueError(
+                f"{name}: x-mcp-header {header!r} on {where!r} duplicates {seen[header.lower()]!r}"
+            )
+        kind = schema.get("type")
+        if kind not in ("string", "integer", "boolean"):
+            raise ValueError(
+                f"{name}: x-mcp-header on {where!r} needs a plain string, integer or boolean "
+                f"property (not nullable, not a number); its schema type is {kind!r}"
+            )
+        seen[header.lower()] = where
+        headers.append(ParamHeader(header=header, path=path, kind=kind))
+    return tuple(headers)
+
+
+_X_MCP_HEADER = "x-mcp-header"
+_SUBSCHEMA: Final = frozenset(
+    {
+        "items",
+        "contains",
+        "unevaluatedItems",
+        "additionalProperties",
+        "propertyNames",
+        "unevaluatedProperties",
+        "not",
+        "if",
+        "then",
+        "else",
+        "contentSchema",
+    }
+)
+_SUBSCHEMA_LIST: Final = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+_SUBSCHEMA_MAP: Final = frozenset({"patternProperties", "dependentSchemas", "$defs", "definitions"})
+
+
+def _schema_positions(
+    root: Any,
+) -> Iterator[tuple[tuple[str, ...] | None, dict[str, Any]]]:
+    """Every subschema with its chain of `properties` keys (None once off that chain)."""
+    stack: list[tuple[tuple[str, ...] | None, Any]] = [((), root)]
+    while stack:
+        path, node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        yield path, node
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                for prop, sub in value.items():
+                    stack.append(((*path, prop) if path is not None else None, sub))
+            elif key in _SUBSCHEMA:
+                stack.append((None, value))
+            elif key in _SUBSCHEMA_LIST and isinstance(value, list):
+                stack.extend((None, sub) for sub in value)
+            elif key in _SUBSCHEMA_MAP and isinstance(value, dict):
+                stack.extend((None, sub) for sub in value.values())
+
+
+def _is_object(annotation: Any) -> bool:
+    origin = get_origin(annotation) or annotation
+    if isinstance(origin, type):
+        if issubclass(origin, (BaseModel, dict)):
+            return True
+        if dataclasses.is_dataclass(origin) or typing.is_typeddict(origin):
+            return True
+    return False
+
+
+def _is_awaitable(annotation: Any) -> bool:
+    return get_origin(annotation) in (typing.Awaitable, typing.Coroutine)

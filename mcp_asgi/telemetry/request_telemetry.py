@@ -1,0 +1,162 @@
+"""`RequestTelemetry`: one request's span, from validation to the handler's real exit.
+
+__init__        start the span (parent from `_meta`), count the request as in flight
+signalled       cancellation event and attributes
+side_effect     side-effect event (the first one's name as an attribute)
+ended           status, cancellation metrics, duration; end the span
+orphan_exited   an orphan finally returned: its gauge falls, its latency is recorded
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+from starlette.types import Scope
+
+from mcp_asgi.lifecycle.scope import RequestScope, ScopeObserver, SideEffect
+from mcp_asgi.protocol.request import McpRequest
+from mcp_asgi.telemetry import names as a
+from mcp_asgi.telemetry.instruments import ActiveRequests, RequestMetrics, cancel_latency
+from mcp_asgi.telemetry.span_attributes import json_value
+from mcp_asgi.telemetry.status import classify
+from mcp_asgi.telemetry.trace_context import Activation
+
+if TYPE_CHECKING:
+    from mcp_asgi.telemetry.telemetry import Telemetry
+
+F = TypeVar("F", bound=Callable[..., None])
+
+
+def _guarded(hook: F) -> F:
+    """Run an observer hook; a failure is reported, never raised."""
+
+    @functools.wraps(hook)
+    def guarded(self: RequestTelemetry, *args: Any) -> None:
+        try:
+            hook(self, *args)
+        except Exception:
+            self._t.failed()
+
+    return guarded  # type: ignore[return-value]
+
+
+class RequestTelemetry(ScopeObserver):
+    """The span and metric attributes of one request; fed by its `RequestScope`."""
+
+    def __init__(self, telemetry: Telemetry, asgi_scope: Scope, request: McpRequest) -> None:
+        self._t = telemetry
+        self._request = request
+        name, common, attributes = telemetry.shapes.request_span(asgi_scope, request)
+        self._metrics = RequestMetrics(common, request.method)
+        parent, links = telemetry.parent_context.extract(request.meta)
+        self.span = telemetry.tracer.start_span(
+            name, context=parent, kind=SpanKind.SERVER, attributes=attributes, links=links
+        )
+        self._context = trace.set_span_in_context(self.span, parent)
+        self._ended = self._orphaned = False
+        self._active: ActiveRequests | None = None  # the counts this request is in
+        try:
+            if self._records_tool_io():
+                arguments = request.params.get("arguments") or {}
+                self.span.set_attribute(a.GEN_AI_TOOL_CALL_ARGUMENTS, json_value(arguments))
+            active = telemetry.active.get()
+            active.add(request.method, 1)
+            self._active = active
+        except Exception:
+            telemetry.failed()
+
+    def activate(self) -> Activation:
+        """Make the span (and any baggage from `_meta`) current while the handler runs."""
+        return Activation(self._context, self._t.failed)
+
+    @_guarded
+    def signalled(self, scope: RequestScope) -> None:
+        reason = scope.reason
+        if reason is None or scope.signalled_at is None or self._ended:
+            return
+        attributes = {
+            a.CANCELLATION_REASON: reason.value,
+            a.CANCELLATION_ELAPSED: max(0.0, scope.signalled_at - scope.started),
+        }
+        self.span.add_event(a.CANCELLATION_EVENT, attributes)
+        self.span.set_attributes(attributes)
+
+    @_guarded
+    def side_effect(self, scope: RequestScope, effect: SideEffect) -> None:
+        if self._ended:
+            return
+        if len(scope.side_effects) == 1:
+            self.span.set_attribute(a.SIDE_EFFECT_NAME, effect.name)
+        self.span.add_event(a.SIDE_EFFECT_EVENT, {a.SIDE_EFFECT_NAME: effect.name})
+
+    @_guarded
+    def ended(self, scope: RequestScope) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            self._annotate(scope)
+        finally:
+            try:
+                if self._active is not None:
+                    self._active.add(self._request.method, -1)
+            finally:
+                self.span.end()
+
+    @_guarded
+    def orphan_exited(self, scope: RequestScope) -> None:
+        if not self._orphaned:
+            return
+        self._orphaned = False
+        instruments = self._t.instruments
+        instruments.orphans.add(-1, self._metrics.cancelled(scope))
+        latency = cancel_latency(scope)
+        if latency is not None:
+            instruments.cancel_latency.record(latency, self._metrics.latency(scope))
+
+    # -- the end of the request ----------------------------------------------------
+
+    def _records_tool_io(self) -> bool:
+        """Whether tool arguments and results go on this span (the user opted in)."""
+        return (
+            self._t.record_arguments
+            and self._request.method == "tools/call"
+            and self.span.is_recording()
+        )
+
+    def _annotate(self, scope: RequestScope) -> None:
+        span = self.span
+        metric_attrs = dict(self._metrics.common)
+        error_type = classify(span, scope, metric_attrs)
+        if error_type is not None:
+            metric_attrs[a.ERROR_TYPE] = error_type
+            span.set_attribute(a.ERROR_TYPE, error_type)
+        if scope.reason is not None:
+            metric_attrs[a.CANCELLATION_REASON] = scope.reason.value
+            self._record_cancel(scope)
+        elif scope.result is not None and self._records_tool_io():
+            result = {k: v for k, v in scope.result.items() if k != "_meta"}
+            span.set_attribute(a.GEN_AI_TOOL_CALL_RESULT, json_value(result))
+        duration = max(0.0, scope.clock() - scope.started)
+        self._t.instruments.duration.record(duration, metric_attrs)
+
+    def _record_cancel(self, scope: RequestScope) -> None:
+        span, instruments, metrics = self.span, self._t.instruments, self._metrics
+        span.set_attribute(a.CANCELLATION_OUTCOME, str(scope.outcome))
+        span.set_attribute(a.CANCELLATION_AFTER_SIDE_EFFECT, scope.after_side_effect)
+        counter_attrs = metrics.latency(scope)
+        counter_attrs[a.CANCELLATION_AFTER_SIDE_EFFECT] = scope.after_side_effect
+        instruments.cancellations.add(1, counter_attrs)
+        if scope.outcome == "orphaned":
+            instruments.orphans.add(1, metrics.cancelled(scope))
+            self._orphaned = True
+            return
+        latency = cancel_latency(scope)
+        # `too_late`: the work was done before the signal, there is no latency
+        if scope.outcome == "exited" and latency is not None:
+            span.set_attribute(a.CANCELLATION_LATENCY, latency)
+            instruments.cancel_latency.record(latency, metrics.latency(scope))
