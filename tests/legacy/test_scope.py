@@ -14,7 +14,7 @@ from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.lifecycle.scope import RequestScope
 from mcp_asgi.protocol.jsonrpc import JsonObject
 
-from .helpers import Wire, request_scope
+from ..helpers import Wire, request_scope
 
 
 def scripted(mode: ResponseMode, **options: Any) -> tuple[Wire, RequestScope]:

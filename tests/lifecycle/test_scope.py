@@ -18,7 +18,7 @@ from starlette.types import Message
 from mcp_asgi import CancelReason, CancelToken, Context, McpServer
 from mcp_asgi.protocol.jsonrpc import JsonObject
 
-from .helpers import (
+from ..helpers import (
     CANCEL_LOGGER,
     Otel,
     attrs,

@@ -18,8 +18,8 @@ import pytest
 
 from mcp_asgi import McpMiddleware
 
-from .helpers import Wire, wire_for
-from .servers import Seen, scripted_app
+from ..helpers import Wire, wire_for
+from ..servers import Seen, scripted_app
 
 pytestmark = pytest.mark.anyio
 
