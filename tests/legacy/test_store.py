@@ -1,0 +1,106 @@
+"""SessionStore and LegacySession on a fake clock: expiry after last use, the limit, ids."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp_asgi.legacy import SessionStore
+from mcp_asgi.legacy.era import is_session_request, negotiate_version
+
+from ..helpers import Clock
+
+
+def make_store(clock: Clock, *, ttl: float = 10.0, max_sessions: int = 3) -> SessionStore:
+    return SessionStore(ttl=ttl, max_sessions=max_sessions, clock=clock)
+
+
+def open_session(store: SessionStore) -> str:
+    session = store.create(protocol_version="2025-11-25", capabilities={}, client_info=None)
+    assert session is not None
+    return session.id
+
+
+async def test_a_session_expires_ttl_seconds_after_its_last_use() -> None:
+    """Unused for ttl seconds, a session is gone; an open exchange keeps it alive."""
+    clock = Clock(100.0)
+    store = make_store(clock)
+    idle, busy = open_session(store), open_session(store)
+    session = store.get(busy)
+    assert session is not None
+    release = session.use()
+    clock.now += 11
+    assert store.get(idle) is None
+    assert store.get(busy) is session
+    release()
+    release()  # idempotent
+    clock.now += 9
+    assert store.get(busy) is session
+    clock.now += 1
+    assert store.get(busy) is None
+    assert session.closed.is_set()
+    assert len(store) == 0
+
+
+async def test_the_limit_counts_open_sessions_and_sweeps_expired_ones() -> None:
+    """At max_sessions a new session is refused, unless an expired one can make room."""
+    clock = Clock(100.0)
+    store = make_store(clock, max_sessions=2)
+    first = open_session(store)
+    open_session(store)
+    assert store.create(protocol_version="2025-11-25", capabilities={}, client_info=None) is None
+    held = store.get(first)
+    assert held is not None
+    held.use()
+    clock.now += 11
+    third = store.create(protocol_version="2025-06-18", capabilities={}, client_info=None)
+    assert third is not None
+    assert len(store) == 2
+    assert store.get(first) is held
+
+
+async def test_session_ids_are_unique_and_visible_ascii() -> None:
+    """Ids come from a CSPRNG, URL-safe: only visible ASCII characters."""
+    store = make_store(Clock(100.0), max_sessions=100)
+    ids = {open_session(store) for _ in range(50)}
+    assert len(ids) == 50
+    assert all(len(i) >= 32 and all(0x21 <= ord(c) <= 0x7E for c in i) for i in ids)
+
+
+async def test_close_all_ends_every_session() -> None:
+    """Shutdown: every session is ended and forgotten."""
+    store = make_store(Clock(100.0))
+    sessions = [store.get(open_session(store)) for _ in range(3)]
+    store.close_all()
+    assert len(store) == 0
+    assert all(s is not None and s.closed.is_set() for s in sessions)
+
+
+def test_bad_limits_are_refused() -> None:
+    """A non-positive ttl or limit is a configuration error."""
+    with pytest.raises(ValueError, match="ttl"):
+        SessionStore(ttl=0, max_sessions=1)
+    with pytest.raises(ValueError, match="max_sessions"):
+        SessionStore(ttl=1, max_sessions=0)
+
+
+@pytest.mark.parametrize(
+    ("requested", "answered"),
+    [("2025-03-26", "2025-03-26"), ("2026-07-28", "2025-11-25"), (None, "2025-11-25")],
+)
+def test_version_negotiation(requested: object, answered: str) -> None:
+    """initialize gets the client's revision if served, else the latest 2025 one."""
+    assert negotiate_version(requested) == answered
+
+
+@pytest.mark.parametrize(
+    ("method", "headers", "expected"),
+    [
+        ("GET", [(b"mcp-session-id", b"x")], True),
+        ("DELETE", [(b"mcp-session-id", b"x")], True),
+        ("GET", [], False),
+        ("POST", [(b"mcp-session-id", b"x")], False),
+    ],
+)
+def test_session_requests(method: str, headers: list[tuple[bytes, bytes]], expected: bool) -> None:
+    """Only GET and DELETE naming a session are 2025-era session requests."""
+    assert is_session_request({"method": method, "headers": headers}) is expected
