@@ -1,6 +1,6 @@
 // The TypeScript SDK 1.x client against a live server: connect (initialize, 2025-11-25),
 // list, call, read, receive progress, abort a call with an AbortController, call again,
-// end the session. Prints one JSON object on stdout; tests/test_legacy_interop_node.py
+// end the session. Prints one JSON object on stdout; tests/interop/test_legacy_node.py
 // checks it, and what the server's handler recorded.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
