@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 NODE_STAMP := tests/node/node_modules/.installed-stamp
 
-.PHONY: run test test-deps lint typecheck pytest bench bench-quick format clean
+.PHONY: run test test-deps lint typecheck contracts pytest bench bench-quick format clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 run: $(STAMP)  ## serve the example FastAPI app on http://127.0.0.1:8000 (MCP at /mcp)
 	$(BIN)/uvicorn examples.fastapi_app.main:app --host 127.0.0.1 --port 8000 --timeout-graceful-shutdown 5
 
-test: lint typecheck pytest  ## the full suite: ruff, mypy --strict, pytest
+test: lint typecheck contracts pytest  ## the full suite: ruff, mypy --strict, import contracts, pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check mcp_asgi tests examples bench
@@ -24,6 +24,9 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+
+contracts: $(STAMP)  ## the layers and import rules in pyproject.toml [tool.importlinter]
+	$(BIN)/lint-imports
 
 test-deps:  ## system packages the tests need: redis-server (the Redis bus tests)
 	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)

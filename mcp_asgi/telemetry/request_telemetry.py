@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
@@ -20,15 +20,34 @@ from starlette.types import Scope
 from mcp_asgi.lifecycle.scope import RequestScope, ScopeObserver, SideEffect
 from mcp_asgi.protocol.request import McpRequest
 from mcp_asgi.telemetry import names as a
-from mcp_asgi.telemetry.instruments import ActiveRequests, RequestMetrics, cancel_latency
-from mcp_asgi.telemetry.span_attributes import json_value
+from mcp_asgi.telemetry.instruments import (
+    ActiveRequests,
+    ActiveWatch,
+    Instruments,
+    RequestMetrics,
+    cancel_latency,
+)
+from mcp_asgi.telemetry.span_attributes import SpanShapes, json_value
 from mcp_asgi.telemetry.status import classify
-from mcp_asgi.telemetry.trace_context import Activation
-
-if TYPE_CHECKING:
-    from mcp_asgi.telemetry.telemetry import Telemetry
+from mcp_asgi.telemetry.trace_context import Activation, ParentContext
 
 F = TypeVar("F", bound=Callable[..., None])
+
+
+class TelemetryParts(Protocol):
+    """What a request's telemetry uses of its middleware's `Telemetry` (which has them all).
+
+    Declared here so that `telemetry` imports this module and not the other way round.
+    """
+
+    record_arguments: bool
+    parent_context: ParentContext
+    shapes: SpanShapes
+    tracer: trace.Tracer
+    active: ActiveWatch
+    instruments: Instruments
+
+    def failed(self) -> None: ...
 
 
 def _guarded(hook: F) -> F:
@@ -47,7 +66,7 @@ def _guarded(hook: F) -> F:
 class RequestTelemetry(ScopeObserver):
     """The span and metric attributes of one request; fed by its `RequestScope`."""
 
-    def __init__(self, telemetry: Telemetry, asgi_scope: Scope, request: McpRequest) -> None:
+    def __init__(self, telemetry: TelemetryParts, asgi_scope: Scope, request: McpRequest) -> None:
         self._t = telemetry
         self._request = request
         name, common, attributes = telemetry.shapes.request_span(asgi_scope, request)
