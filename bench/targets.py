@@ -196,7 +196,7 @@ def _disable_telemetry(middleware: Any) -> None:
 
     Bench-only surgery on a private attribute; the "off" baseline of the overhead ratios.
     """
-    from mcp_asgi.lifecycle.scope import ScopeObserver
+    from mcp_asgi.lifecycle.outcome import ScopeObserver
 
     class Off:
         def begin(self, scope: Any, request: Any) -> ScopeObserver:

@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_asgi import McpMiddleware, McpServer
-from mcp_asgi.lifecycle.scope import ScopeObserver
+from mcp_asgi.lifecycle.outcome import ScopeObserver
 from mcp_asgi.testing.client import McpTestClient
 
 from .inprocess import http_scope

@@ -189,7 +189,7 @@ class McpMiddleware:
             await request_scope.run(
                 receive, lambda: self.server.dispatch(request, ctx, self._options)
             )
-            await request_scope.writer.end()
+            await writer.end()
 
     @contextlib.contextmanager
     def _request_scope(

@@ -89,9 +89,11 @@ class CancelToken:
             event = self._event
         return event.wait(timeout)
 
-    def _set(self, reason: CancelReason) -> None:
-        with self._lock:
-            self._reason = reason
-            event = self._event
-        if event is not None:
-            event.set()
+
+def signal_token(token: CancelToken, reason: CancelReason) -> None:
+    """Set `token` (the request scope does, once, when its request is cancelled)."""
+    with token._lock:
+        token._reason = reason
+        event = token._event
+    if event is not None:
+        event.set()

@@ -8,20 +8,19 @@ and an orphan's late exit are DEBUG. Never arguments, results or header values.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mcp_asgi.lifecycle.cancel import CancelReason
-
-if TYPE_CHECKING:
-    from mcp_asgi.lifecycle.scope import RequestScope
+from mcp_asgi.lifecycle.outcome import RequestRecord
+from mcp_asgi.protocol.request import McpRequest
 
 logger = logging.getLogger("mcp_asgi.cancellation")
 
 
-def log_cancelled(scope: RequestScope) -> None:
+def log_cancelled(record: RequestRecord) -> None:
     """The request's one cancellation record (call once, when the request ends)."""
-    fields = _fields(scope)
-    if scope.after_side_effect:
+    fields = _fields(record)
+    if record.after_side_effect:
         logger.warning(
             "request cancelled after side effect %r (%s, %s): reconcile",
             fields["side_effect"],
@@ -39,32 +38,33 @@ def log_cancelled(scope: RequestScope) -> None:
         )
 
 
-def log_ignored(scope: RequestScope, reason: CancelReason) -> None:
+def log_ignored(request: McpRequest, reason: CancelReason) -> None:
     """A cancel that came after the request was cancelled or answered."""
     logger.debug(
         "cancel ignored: request already cancelled or answered",
-        extra={"request_id": scope.request.id, "reason": reason.value},
+        extra={"request_id": request.id, "reason": reason.value},
     )
 
 
-def log_orphan_exited(scope: RequestScope) -> None:
+def log_orphan_exited(record: RequestRecord) -> None:
     """An orphaned request's work finally returned."""
-    logger.debug("orphaned handler exited", extra=_fields(scope))
+    logger.debug("orphaned handler exited", extra=_fields(record))
 
 
-def _fields(scope: RequestScope) -> dict[str, Any]:
-    request = scope.request
-    effect = scope.side_effects[-1] if scope.after_side_effect else None
+def _fields(record: RequestRecord) -> dict[str, Any]:
+    request = record.request
+    effect = record.side_effects[-1] if record.after_side_effect else None
+    elapsed = record.elapsed
     return {
         "request_id": request.id,
         "method": request.method,
         "tool": request.target if request.method == "tools/call" else None,
         "prompt": request.target if request.method == "prompts/get" else None,
-        "elapsed": (scope.signalled_at or scope.clock()) - scope.started,
-        "reason": scope.reason.value if scope.reason else None,
-        "outcome": scope.outcome,
-        "after_side_effect": scope.after_side_effect,
+        "elapsed": record.duration if elapsed is None else elapsed,
+        "reason": record.reason.value if record.reason else None,
+        "outcome": record.outcome,
+        "after_side_effect": record.after_side_effect,
         "side_effect": effect.name if effect else None,
         "idempotency_key": effect.idempotency_key if effect else None,
-        "side_effects": [e.name for e in scope.side_effects],
+        "side_effects": [e.name for e in record.side_effects],
     }

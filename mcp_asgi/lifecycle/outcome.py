@@ -1,14 +1,25 @@
-"""`ScopeObserver`: what a request scope tells about its lifecycle (telemetry listens)."""
+"""What observers learn of a request: frozen records, never the live `RequestScope`.
+
+`RequestScope` is the one owner of a request's fate. At each moment observers care about
+(the cancel signal, a side effect, the end, an orphan's late exit) it hands them a
+`RequestRecord`: a frozen snapshot of what is known then. Telemetry and the cancellation
+log read only these records.
+"""
 
 from __future__ import annotations
 
 import contextlib
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Literal
 
-if TYPE_CHECKING:
-    from mcp_asgi.lifecycle.scope import RequestScope
+from mcp_asgi.lifecycle.cancel import CancelReason
+from mcp_asgi.protocol.jsonrpc import JsonObject, McpError
+from mcp_asgi.protocol.request import McpRequest
+
+Outcome = Literal["exited", "orphaned", "too_late"]
+"""How a cancelled request ended: its work `exited` within the grace period, was given up as
+`orphaned`, or had already finished (`too_late`) when the signal came."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,26 +31,74 @@ class SideEffect:
     at: float
 
 
-class ScopeObserver:
-    """Receives a request scope's lifecycle events (telemetry implements it). No-op base.
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """A request as its scope knew it at one moment (`at`), on the event loop's clock.
 
-    `side_effect` may be called from a worker thread; the others run on the event loop.
-    `ended` is called exactly once; `orphan_exited` follows it when the outcome was
-    `orphaned` and the work finally returned.
+    `error` is the JSON-RPC error the client was sent (the handler's, a server-side
+    cancel's, or the -32603 that replaced a reply that could not be encoded), and
+    `exception` the handler's unexpected exception behind an -32603.
+    """
+
+    request: McpRequest
+    started: float
+    at: float
+    reason: CancelReason | None
+    signalled_at: float | None
+    exited_at: float | None
+    outcome: Outcome | None
+    side_effects: tuple[SideEffect, ...]
+    error: McpError | None
+    exception: BaseException | None
+    result: JsonObject | None
+
+    @property
+    def duration(self) -> float:
+        """Seconds from the request's start to this record."""
+        return max(0.0, self.at - self.started)
+
+    @property
+    def elapsed(self) -> float | None:
+        """Seconds from the request's start to its cancel signal, if it had one."""
+        if self.signalled_at is None:
+            return None
+        return max(0.0, self.signalled_at - self.started)
+
+    @property
+    def cancel_latency(self) -> float | None:
+        """Seconds from the cancel signal until the work exited; None if either is unknown."""
+        if self.exited_at is None or self.signalled_at is None:
+            return None
+        return max(0.0, self.exited_at - self.signalled_at)
+
+    @property
+    def after_side_effect(self) -> bool:
+        """Whether the cancel signal came after an irreversible step was marked."""
+        if self.signalled_at is None or not self.side_effects:
+            return False
+        return self.side_effects[0].at <= self.signalled_at
+
+
+class ScopeObserver:
+    """Receives a request's lifecycle events as frozen records (telemetry implements it).
+
+    The base class does nothing. `side_effect` may be called from a worker thread; the
+    others run on the event loop. `ended` is called exactly once; `orphan_exited` follows
+    it when the outcome was `orphaned` and the work finally returned.
     """
 
     def activate(self) -> AbstractContextManager[None]:
         """A context the handler runs in (e.g. its span made current)."""
         return contextlib.nullcontext()
 
-    def signalled(self, scope: RequestScope) -> None:
-        """A cancel signal reached the scope."""
+    def signalled(self, record: RequestRecord) -> None:
+        """A cancel signal reached the request."""
 
-    def side_effect(self, scope: RequestScope, effect: SideEffect) -> None:
+    def side_effect(self, record: RequestRecord, effect: SideEffect) -> None:
         """The handler marked an irreversible step."""
 
-    def ended(self, scope: RequestScope) -> None:
+    def ended(self, record: RequestRecord) -> None:
         """The request is over: handler exited (or was declared an orphan)."""
 
-    def orphan_exited(self, scope: RequestScope) -> None:
+    def orphan_exited(self, record: RequestRecord) -> None:
         """An orphaned handler finally exited."""

@@ -1,45 +1,55 @@
-"""`RequestScope`: one JSON-RPC request's cancel scope, clock, state and write choke point.
+"""`RequestScope`: the one owner of a JSON-RPC request's fate.
 
 Lifecycle (`run`)::
 
     main task      handler ──► result/error ──► write(final) ─┐
-    watcher task   receive() until disconnect, deadline or cancel() ──► signal
-                   signal ──► (server reasons) error reply ──► grace ──► exited | orphaned
+    watcher task   Watcher.watch(): CLIENT_GONE | DEADLINE | STOPPED
+                       └─► the scope decides: cancel (client_disconnect, timeout) or go on
+                   after a signal: tell the client ──► grace ──► exited | orphaned
 
-The first signal wins (`cancel`). After it, `write` drops everything: that is the single
-place where "nothing more is ever written for a cancelled request" is enforced.
+Only the scope cancels (`cancel`, the first signal wins), ends the request and settles its
+outcome. Its helpers report to it and never act on it: the watcher returns why it stopped,
+the running work calls back once when it is idle. Observers (telemetry, the cancellation
+log) get a frozen `RequestRecord`, never the scope. Its state is private behind read-only
+properties, like trio's `CancelScope`.
 
-Its parts live beside it: the watcher task (`_watcher`), the handler's threads and owned
-resources (`_work`), the cancellation log record (`_cancel_log`), the observer (`_observer`).
+`write` is the single choke point: after a signal it drops everything, which is where
+"nothing more is ever written for a cancelled request" is enforced.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
-import time
 from collections.abc import Awaitable, Callable
-from typing import Literal, TypeVar
+from typing import Final, TypeVar
 
 import anyio
 from starlette.types import Receive
 
 from mcp_asgi.http.reply import ReplyWriter
 from mcp_asgi.lifecycle.beside import beside
-from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled
+from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled, signal_token
 from mcp_asgi.lifecycle.cancel_log import log_cancelled, log_ignored, log_orphan_exited
+from mcp_asgi.lifecycle.clock import Clock, loop_clock
 from mcp_asgi.lifecycle.lazy_event import LazyEvent
-from mcp_asgi.lifecycle.outcome import ScopeObserver, SideEffect
-from mcp_asgi.lifecycle.watcher import Watcher
+from mcp_asgi.lifecycle.outcome import (
+    Outcome,
+    RequestRecord,
+    ScopeObserver,
+    SideEffect,
+)
+from mcp_asgi.lifecycle.watcher import WatchEnd, Watcher
 from mcp_asgi.lifecycle.work import RunningWork
 from mcp_asgi.protocol import jsonrpc
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, JsonObject, McpError
 from mcp_asgi.protocol.request import McpRequest
 
-__all__ = ["Outcome", "RequestScope", "ScopeObserver", "SideEffect"]
+__all__ = ["Outcome", "RequestRecord", "RequestScope", "ScopeObserver", "SideEffect"]
 
-Outcome = Literal["exited", "orphaned", "too_late"]
 T = TypeVar("T")
+_ERROR_WRITE_TIMEOUT: Final = 1.0  # bound on ending the reply after a signal
 _errors = logging.getLogger("mcp_asgi.errors")
 
 
@@ -57,103 +67,147 @@ class RequestScope:
         observer: ScopeObserver,
         cancel_on_disconnect: bool = True,
         on_server_end: Callable[[CancelReason], JsonObject] | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock | None = None,
     ) -> None:
         """`on_server_end`, when given, makes the final message sent when the server ends
         the request (timeout, shutdown) instead of the JSON-RPC error; a listen stream
-        ends with its `subscriptions/listen` result this way."""
-        self.request = request
-        self.writer = writer
-        self.token = CancelToken()
-        self.clock = clock
-        self.started = clock()
-        self.timeout = timeout
-        self.reason: CancelReason | None = None
-        self.signalled_at: float | None = None
-        self.exited_at: float | None = None
-        self.outcome: Outcome | None = None
-        self.side_effects: list[SideEffect] = []
-        self.error: McpError | None = None
-        self.exception: BaseException | None = None
-        self.result: JsonObject | None = None
-        self.work = RunningWork(on_idle=self._work_returned)
+        ends with its `subscriptions/listen` result this way. `clock` defaults to the
+        running event loop's: deadlines are absolute times on it."""
+        self._request = request
+        self._writer = writer
+        self._token = CancelToken()
+        self._clock = clock or loop_clock()
+        self._started = self._clock()
+        self._timeout = timeout
+        self._deadline = math.inf if timeout is None else self._started + timeout
         self._observer = observer
+        self._cancel_grace = cancel_grace
         self._cancel_on_disconnect = cancel_on_disconnect
+        self._on_server_end = on_server_end
+        # what happened
+        self._reason: CancelReason | None = None
+        self._signalled_at: float | None = None
+        self._exited_at: float | None = None
+        self._outcome: Outcome | None = None
+        self._side_effects: list[SideEffect] = []
+        self._error: McpError | None = None
+        self._exception: BaseException | None = None
+        self._result: JsonObject | None = None
+        # how far it got
         self._lock = threading.Lock()  # signals vs. side-effect marks made from threads
         self._replied = False
         self._finishing = False  # the final response is being written
+        self._error_sent = False  # a server-side cancel's reply has been written
         self._ended = False
         self._over = LazyEvent()  # run() has returned
+        self._work = RunningWork(on_idle=self._work_returned)
         self._handler_scope = anyio.CancelScope()
         self._watcher = Watcher(
-            self,
-            timeout=timeout,
+            deadline=self._deadline,
+            keepalive=writer.keepalive if writer.streams else None,
             keepalive_interval=keepalive_interval,
-            cancel_grace=cancel_grace,
-            on_server_end=on_server_end,
         )
 
-    # -- signals ---------------------------------------------------------------------
+    # -- read-only state ---------------------------------------------------------------
 
     @property
-    def cancelled(self) -> bool:
+    def request(self) -> McpRequest:
+        """The validated request."""
+        return self._request
+
+    @property
+    def token(self) -> CancelToken:
+        """The token thread code polls; set when the request is cancelled."""
+        return self._token
+
+    @property
+    def work(self) -> RunningWork:
+        """The handler's running work (threads, owned subprocesses)."""
+        return self._work
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the request's times and deadline are read on."""
+        return self._clock
+
+    @property
+    def cancel_called(self) -> bool:
         """Whether a cancel signal has reached this request."""
-        return self.reason is not None
+        return self._reason is not None
+
+    @property
+    def reason(self) -> CancelReason | None:
+        """Why the request was cancelled, or None."""
+        return self._reason
 
     @property
     def answered(self) -> bool:
         """Whether the final response has been, or is being, written."""
         return self._replied or self._finishing
 
+    @property
+    def result(self) -> JsonObject | None:
+        """The handler's result, once it has returned one."""
+        return self._result
+
+    def time_left(self) -> float | None:
+        """Seconds until the deadline (0 once past it), or None without one."""
+        if self._timeout is None:
+            return None
+        return max(0.0, self._deadline - self._clock())
+
+    def record(self) -> RequestRecord:
+        """A frozen snapshot of the request as it is now."""
+        replaced = self._writer.replaced_by
+        return RequestRecord(
+            request=self._request,
+            started=self._started,
+            at=self._clock(),
+            reason=self._reason,
+            signalled_at=self._signalled_at,
+            exited_at=self._exited_at,
+            outcome=self._outcome,
+            side_effects=tuple(self._side_effects),
+            error=replaced if replaced is not None else self._error,
+            exception=self._exception,
+            result=self._result,
+        )
+
+    # -- signals -----------------------------------------------------------------------
+
     def cancel(self, reason: CancelReason) -> bool:
         """Cancel the request; False (logged at DEBUG) if it was already cancelled or its
         final response has been, or is being, written."""
         with self._lock:
-            accepted = self.reason is None and not self.answered
+            accepted = self._reason is None and not self.answered
             if accepted:
-                self.reason = reason
-                self.signalled_at = self.clock()
+                self._reason = reason
+                self._signalled_at = self._clock()
         if not accepted:
-            log_ignored(self, reason)
+            log_ignored(self._request, reason)
             return False
-        if not self.work.running:
-            self.outcome = "too_late"
+        if not self._work.running:
+            self._outcome = "too_late"
         if reason is CancelReason.CLIENT_DISCONNECT:
-            self.writer.abandon()
-        self.token._set(reason)
+            self._writer.abandon()
+        signal_token(self._token, reason)
         self._handler_scope.cancel()
         self._watcher.stop()
-        self._safely(self._observer.signalled)
+        self._tell(self._observer.signalled)
         return True
-
-    def client_gone(self) -> bool:
-        """The client went away: cancel, unless this scope outlives disconnects (then only
-        stop writing). True if the request goes on."""
-        if self._cancel_on_disconnect:
-            self.cancel(CancelReason.CLIENT_DISCONNECT)
-            return False
-        self.writer.abandon()
-        return self.reason is None
 
     def mark_side_effect(self, name: str, idempotency_key: str | None) -> SideEffect:
         """Record an irreversible step; raises `RequestCancelled` if the request is already
         cancelled, so a step is never started after the signal. Thread-safe."""
         with self._lock:
-            if self.reason is not None:
-                raise RequestCancelled(self.reason)
-            effect = SideEffect(name, idempotency_key, self.clock())
-            self.side_effects.append(effect)
-        self._safely(lambda scope: self._observer.side_effect(scope, effect))
+            if self._reason is not None:
+                raise RequestCancelled(self._reason)
+            effect = SideEffect(name, idempotency_key, self._clock())
+            self._side_effects.append(effect)
+        self._tell(lambda record: self._observer.side_effect(record, effect))
         return effect
 
-    @property
-    def after_side_effect(self) -> bool:
-        """Whether the cancel signal came after an irreversible step was marked."""
-        if self.signalled_at is None or not self.side_effects:
-            return False
-        return self.side_effects[0].at <= self.signalled_at
-
-    # -- the write choke point -------------------------------------------------------
+    # -- the write choke point ---------------------------------------------------------
 
     async def write(self, message: JsonObject, *, final: bool = False) -> bool:
         """Write a message for this request; dropped (False) once it is cancelled.
@@ -161,20 +215,20 @@ class RequestScope:
         The check and the start of the send happen with no checkpoint in between, so no
         write starts after a cancel signal.
         """
-        if self.reason is not None:
+        if self._reason is not None:
             return False
         if not final:
-            ok = await self.writer.notify(message)
+            ok = await self._writer.notify(message)
         else:
             self._finishing = True  # a disconnect now changes nothing: the work is done
             try:
-                status = self.error.http_status if self.error is not None else 200
-                ok = await self.writer.finish(message, status)
+                status = self._error.http_status if self._error is not None else 200
+                ok = await self._writer.finish(message, status)
             finally:
                 self._finishing = False
             self._replied = ok
-        if not ok and self.reason is None:
-            self.client_gone()
+        if not ok and self._reason is None:
+            self._client_gone()
         return ok
 
     async def wait_exited(self) -> None:
@@ -186,9 +240,9 @@ class RequestScope:
     async def run_sync(self, fn: Callable[[], T]) -> T:
         """Run `fn` in a worker thread. On cancel the request moves on at once: the thread
         is abandoned (told through `token`) and counted as running work until it returns."""
-        return await self.work.run_sync(fn, self.token)
+        return await self._work.run_sync(fn, self._token)
 
-    # -- lifecycle -------------------------------------------------------------------
+    # -- lifecycle ---------------------------------------------------------------------
 
     async def run(self, receive: Receive, call: Callable[[], Awaitable[JsonObject]]) -> None:
         """Run the handler under this scope until it exits (or is orphaned).
@@ -202,55 +256,112 @@ class RequestScope:
                 try:
                     final = await self._call(call)
                 finally:
-                    await self.work.handler_exited()
+                    await self._work.handler_exited()
                 if final is not None:
                     await self.write(final, final=True)
-                if self.reason is None:
+                if self._reason is None:
                     watcher.cancel()
         except anyio.get_cancelled_exc_class():
             # our own cancel scopes swallow their cancellations: this one came from outside
             with anyio.CancelScope(shield=True):
-                await self._watcher.stopped_from_outside()
+                await self._stopped_from_outside()
             raise
         finally:
-            self.end()
+            self._end()
             self._over.set()
 
-    def end(self) -> None:
+    async def _watch(self, receive: Receive) -> None:
+        """The watcher task: act on why the watcher stopped. If it fails, the handler is
+        stopped (nothing would watch it any more) and `run` raises the failure."""
+        try:
+            end = await self._watcher.watch(receive)
+            if end is WatchEnd.CLIENT_GONE:
+                if self.answered:
+                    return  # the reply is complete (ASGI servers then report a disconnect)
+                if self._client_gone():
+                    end = await self._watcher.until_deadline()
+            if end is WatchEnd.DEADLINE:
+                self.cancel(CancelReason.TIMEOUT)
+            if self._reason is not None:
+                await self._after_signal(self._reason)
+        except Exception:
+            self._handler_scope.cancel()
+            raise
+
+    def _client_gone(self) -> bool:
+        """The client went away: cancel, unless this scope outlives disconnects (then only
+        stop writing). True if the request goes on."""
+        if self._cancel_on_disconnect:
+            self.cancel(CancelReason.CLIENT_DISCONNECT)
+            return False
+        self._writer.abandon()
+        return self._reason is None
+
+    async def _after_signal(self, reason: CancelReason) -> None:
+        """Tell the client what it must hear, then give the work its grace period."""
+        if reason is CancelReason.CLIENT_DISCONNECT:
+            pass  # nobody to tell
+        elif reason.client_initiated:
+            # the client asked but is still connected: end its reply, with no message
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_ERROR_WRITE_TIMEOUT):
+                await self._writer.close()
+        else:
+            await self._reply_server_error()
+        if self._outcome == "too_late":
+            return
+        if not await self._work.wait_idle(self._cancel_grace):
+            self._end()  # the span ends now; the orphan is counted until the work returns
+
+    async def _stopped_from_outside(self) -> None:
+        """The request's task itself is being cancelled (call it shielded): a server
+        shutdown, answered as one, with the grace period waited out here."""
+        self.cancel(CancelReason.SERVER_SHUTDOWN)
+        # also when a lifespan shutdown signalled first: its watcher was cancelled with us
+        await self._reply_server_error()
+        if self._outcome is None:
+            await self._work.wait_idle(self._cancel_grace)
+
+    async def _reply_server_error(self) -> None:
+        """End the reply of a server-side cancel with its error (or `on_server_end`'s
+        message), once."""
+        reason = self._reason
+        if reason is None or reason.client_initiated or self._error_sent:
+            return
+        self._error_sent = True
+        if self._on_server_end is not None:
+            message = self._on_server_end(reason)
+        else:
+            self._error = _server_cancel_error(reason, self._timeout)
+            message = jsonrpc.error_response(self._request.id, self._error)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_ERROR_WRITE_TIMEOUT):
+            await self._writer.finish(message)
+
+    def _end(self) -> None:
         """End the request once: settle the outcome, tell the observer, log the cancel
         (with the request's span current, so a logging bridge puts it in the trace)."""
         if self._ended:
             return
         self._ended = True
-        if self.reason is not None and self.outcome is None:
-            self.outcome = "orphaned" if self.work.running else "exited"
-        self._safely(self._observer.ended)
-        if self.reason is not None:
+        if self._reason is not None and self._outcome is None:
+            self._outcome = "orphaned" if self._work.running else "exited"
+        record = self._tell(self._observer.ended)
+        if self._reason is not None:
             with self._observer.activate():
-                log_cancelled(self)
-
-    async def _watch(self, receive: Receive) -> None:
-        """The watcher task. If it fails, the handler is stopped (nothing would watch it any
-        more) and `run` raises the failure."""
-        try:
-            await self._watcher.watch(receive)
-        except Exception:
-            self._handler_scope.cancel()
-            raise
+                log_cancelled(record)
 
     async def _call(self, call: Callable[[], Awaitable[JsonObject]]) -> JsonObject | None:
-        request_id = self.request.id
+        request_id = self._request.id
         with self._handler_scope, self._observer.activate():
             try:
-                self.result = await call()
-                return jsonrpc.response(request_id, self.result)
+                self._result = await call()
+                return jsonrpc.response(request_id, self._result)
             except McpError as error:
                 return self._failed(error, None)
             except Exception as exc:
-                if self.reason is None:
+                if self._reason is None:
                     _errors.exception(
                         "handler failed",
-                        extra={"request_id": request_id, "method": self.request.method},
+                        extra={"request_id": request_id, "method": self._request.method},
                     )
                 else:
                     _errors.debug("handler raised after cancellation", exc_info=True)
@@ -258,22 +369,33 @@ class RequestScope:
         return None  # cancelled
 
     def _failed(self, error: McpError, exc: Exception | None) -> JsonObject:
-        if self.reason is None:  # after a signal, the error that counts is the signal's
+        if self._reason is None:  # after a signal, the error that counts is the signal's
             # the protocol error's traceback would hold our frame, and so ourselves: a cycle
-            self.error, self.exception = error.with_traceback(None), exc
-        return jsonrpc.error_response(self.request.id, error)
+            self._error, self._exception = error.with_traceback(None), exc
+        return jsonrpc.error_response(self._request.id, error)
 
     def _work_returned(self) -> None:
         """The handler and all its threads have returned (on the loop, or in the last
         thread if the loop is gone)."""
-        self.exited_at = self.clock()
-        if self.outcome == "orphaned":
-            self._safely(self._observer.orphan_exited)
+        self._exited_at = self._clock()
+        if self._outcome == "orphaned":
+            record = self._tell(self._observer.orphan_exited)
             with self._observer.activate():
-                log_orphan_exited(self)
+                log_orphan_exited(record)
 
-    def _safely(self, hook: Callable[[RequestScope], None]) -> None:
+    def _tell(self, hook: Callable[[RequestRecord], None]) -> RequestRecord:
+        """Give an observer hook a record of now; its failure is never ours."""
+        record = self.record()
         try:
-            hook(self)
+            hook(record)
         except Exception:
             _errors.debug("observer failed", exc_info=True)
+        return record
+
+
+def _server_cancel_error(reason: CancelReason, timeout: float | None) -> McpError:
+    if reason is CancelReason.TIMEOUT:
+        message = f"Request timed out after {timeout:g} seconds"
+    else:
+        message = "Request cancelled: the server is shutting down"
+    return McpError(INTERNAL_ERROR, message, {"reason": reason.value})

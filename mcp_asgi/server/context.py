@@ -81,7 +81,7 @@ class Context:
     @property
     def cancelled(self) -> bool:
         """Whether the request has been cancelled."""
-        return self._scope.cancelled
+        return self._scope.cancel_called
 
     @property
     def cancel_reason(self) -> CancelReason | None:
@@ -96,9 +96,7 @@ class Context:
     @property
     def deadline(self) -> float | None:
         """Seconds left before the server's deadline for this request, or None."""
-        if self._scope.timeout is None:
-            return None
-        return max(0.0, self._scope.started + self._scope.timeout - self._scope.clock())
+        return self._scope.time_left()
 
     async def checkpoint(self) -> None:
         """Yield to the event loop; raises the cancellation if the request was cancelled.

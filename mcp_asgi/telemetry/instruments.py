@@ -21,7 +21,7 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from mcp_asgi._version import __version__
-from mcp_asgi.lifecycle.scope import RequestScope
+from mcp_asgi.lifecycle.outcome import RequestRecord
 from mcp_asgi.telemetry import names as a
 from mcp_asgi.telemetry.noop import _NOOP_METER_PROVIDERS, _PROXY_METER_PROVIDER, _RECHECK
 
@@ -151,25 +151,18 @@ class RequestMetrics:
         self.common = common  # the duration's, before the outcome is known; shared: read only
         self.method = method
 
-    def cancelled(self, scope: RequestScope) -> dict[str, Any]:
+    def cancelled(self, record: RequestRecord) -> dict[str, Any]:
         """The orphan gauge's: method, tool and reason."""
         attrs: dict[str, Any] = {a.MCP_METHOD_NAME: self.method}
         tool = self.common.get(a.GEN_AI_TOOL_NAME)
         if tool is not None:
             attrs[a.GEN_AI_TOOL_NAME] = tool
-        if scope.reason is not None:
-            attrs[a.CANCELLATION_REASON] = scope.reason.value
+        if record.reason is not None:
+            attrs[a.CANCELLATION_REASON] = record.reason.value
         return attrs
 
-    def latency(self, scope: RequestScope) -> dict[str, Any]:
+    def latency(self, record: RequestRecord) -> dict[str, Any]:
         """The cancel latency's (and the cancellations counter's): `cancelled`, and the outcome."""
-        attrs = self.cancelled(scope)
-        attrs[a.CANCELLATION_OUTCOME] = str(scope.outcome)
+        attrs = self.cancelled(record)
+        attrs[a.CANCELLATION_OUTCOME] = str(record.outcome)
         return attrs
-
-
-def cancel_latency(scope: RequestScope) -> float | None:
-    """Seconds from the cancel signal until the work exited; None if either is unknown."""
-    if scope.exited_at is None or scope.signalled_at is None:
-        return None
-    return max(0.0, scope.exited_at - scope.signalled_at)

@@ -17,7 +17,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import _internal as _metrics_internal
 
-from mcp_asgi.lifecycle.scope import ScopeObserver
+from mcp_asgi.lifecycle.outcome import ScopeObserver
 from mcp_asgi.telemetry.trace_context import Activation
 
 # Providers that record nothing: the API's defaults when no SDK is configured. The global

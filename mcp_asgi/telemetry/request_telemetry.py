@@ -17,7 +17,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 from starlette.types import Scope
 
-from mcp_asgi.lifecycle.scope import RequestScope, ScopeObserver, SideEffect
+from mcp_asgi.lifecycle.outcome import RequestRecord, ScopeObserver, SideEffect
 from mcp_asgi.protocol.request import McpRequest
 from mcp_asgi.telemetry import names as a
 from mcp_asgi.telemetry.instruments import (
@@ -25,7 +25,6 @@ from mcp_asgi.telemetry.instruments import (
     ActiveWatch,
     Instruments,
     RequestMetrics,
-    cancel_latency,
 )
 from mcp_asgi.telemetry.span_attributes import SpanShapes, json_value
 from mcp_asgi.telemetry.status import classify
@@ -93,32 +92,29 @@ class RequestTelemetry(ScopeObserver):
         return Activation(self._context, self._t.failed)
 
     @_guarded
-    def signalled(self, scope: RequestScope) -> None:
-        reason = scope.reason
-        if reason is None or scope.signalled_at is None or self._ended:
+    def signalled(self, record: RequestRecord) -> None:
+        reason, elapsed = record.reason, record.elapsed
+        if reason is None or elapsed is None or self._ended:
             return
-        attributes = {
-            a.CANCELLATION_REASON: reason.value,
-            a.CANCELLATION_ELAPSED: max(0.0, scope.signalled_at - scope.started),
-        }
+        attributes = {a.CANCELLATION_REASON: reason.value, a.CANCELLATION_ELAPSED: elapsed}
         self.span.add_event(a.CANCELLATION_EVENT, attributes)
         self.span.set_attributes(attributes)
 
     @_guarded
-    def side_effect(self, scope: RequestScope, effect: SideEffect) -> None:
+    def side_effect(self, record: RequestRecord, effect: SideEffect) -> None:
         if self._ended:
             return
-        if len(scope.side_effects) == 1:
+        if len(record.side_effects) == 1:
             self.span.set_attribute(a.SIDE_EFFECT_NAME, effect.name)
         self.span.add_event(a.SIDE_EFFECT_EVENT, {a.SIDE_EFFECT_NAME: effect.name})
 
     @_guarded
-    def ended(self, scope: RequestScope) -> None:
+    def ended(self, record: RequestRecord) -> None:
         if self._ended:
             return
         self._ended = True
         try:
-            self._annotate(scope)
+            self._annotate(record)
         finally:
             try:
                 if self._active is not None:
@@ -127,15 +123,15 @@ class RequestTelemetry(ScopeObserver):
                 self.span.end()
 
     @_guarded
-    def orphan_exited(self, scope: RequestScope) -> None:
+    def orphan_exited(self, record: RequestRecord) -> None:
         if not self._orphaned:
             return
         self._orphaned = False
         instruments = self._t.instruments
-        instruments.orphans.add(-1, self._metrics.cancelled(scope))
-        latency = cancel_latency(scope)
+        instruments.orphans.add(-1, self._metrics.cancelled(record))
+        latency = record.cancel_latency
         if latency is not None:
-            instruments.cancel_latency.record(latency, self._metrics.latency(scope))
+            instruments.cancel_latency.record(latency, self._metrics.latency(record))
 
     # -- the end of the request ----------------------------------------------------
 
@@ -147,35 +143,34 @@ class RequestTelemetry(ScopeObserver):
             and self.span.is_recording()
         )
 
-    def _annotate(self, scope: RequestScope) -> None:
+    def _annotate(self, record: RequestRecord) -> None:
         span = self.span
         metric_attrs = dict(self._metrics.common)
-        error_type = classify(span, scope, metric_attrs)
+        error_type = classify(span, record, metric_attrs)
         if error_type is not None:
             metric_attrs[a.ERROR_TYPE] = error_type
             span.set_attribute(a.ERROR_TYPE, error_type)
-        if scope.reason is not None:
-            metric_attrs[a.CANCELLATION_REASON] = scope.reason.value
-            self._record_cancel(scope)
-        elif scope.result is not None and self._records_tool_io():
-            result = {k: v for k, v in scope.result.items() if k != "_meta"}
+        if record.reason is not None:
+            metric_attrs[a.CANCELLATION_REASON] = record.reason.value
+            self._record_cancel(record)
+        elif record.result is not None and self._records_tool_io():
+            result = {k: v for k, v in record.result.items() if k != "_meta"}
             span.set_attribute(a.GEN_AI_TOOL_CALL_RESULT, json_value(result))
-        duration = max(0.0, scope.clock() - scope.started)
-        self._t.instruments.duration.record(duration, metric_attrs)
+        self._t.instruments.duration.record(record.duration, metric_attrs)
 
-    def _record_cancel(self, scope: RequestScope) -> None:
+    def _record_cancel(self, record: RequestRecord) -> None:
         span, instruments, metrics = self.span, self._t.instruments, self._metrics
-        span.set_attribute(a.CANCELLATION_OUTCOME, str(scope.outcome))
-        span.set_attribute(a.CANCELLATION_AFTER_SIDE_EFFECT, scope.after_side_effect)
-        counter_attrs = metrics.latency(scope)
-        counter_attrs[a.CANCELLATION_AFTER_SIDE_EFFECT] = scope.after_side_effect
+        span.set_attribute(a.CANCELLATION_OUTCOME, str(record.outcome))
+        span.set_attribute(a.CANCELLATION_AFTER_SIDE_EFFECT, record.after_side_effect)
+        counter_attrs = metrics.latency(record)
+        counter_attrs[a.CANCELLATION_AFTER_SIDE_EFFECT] = record.after_side_effect
         instruments.cancellations.add(1, counter_attrs)
-        if scope.outcome == "orphaned":
-            instruments.orphans.add(1, metrics.cancelled(scope))
+        if record.outcome == "orphaned":
+            instruments.orphans.add(1, metrics.cancelled(record))
             self._orphaned = True
             return
-        latency = cancel_latency(scope)
+        latency = record.cancel_latency
         # `too_late`: the work was done before the signal, there is no latency
-        if scope.outcome == "exited" and latency is not None:
+        if record.outcome == "exited" and latency is not None:
             span.set_attribute(a.CANCELLATION_LATENCY, latency)
-            instruments.cancel_latency.record(latency, metrics.latency(scope))
+            instruments.cancel_latency.record(latency, metrics.latency(record))

@@ -12,25 +12,25 @@ from typing import Any
 from opentelemetry.trace import Span, Status, StatusCode
 
 from mcp_asgi.lifecycle.cancel import CancelReason
-from mcp_asgi.lifecycle.scope import RequestScope
+from mcp_asgi.lifecycle.outcome import RequestRecord
 from mcp_asgi.protocol.jsonrpc import McpError
 from mcp_asgi.telemetry import names as a
 
 
-def classify(span: Span, scope: RequestScope, metric_attrs: dict[str, Any]) -> str | None:
+def classify(span: Span, record: RequestRecord, metric_attrs: dict[str, Any]) -> str | None:
     """Set the span's status and the response code (also on `metric_attrs`); return the
     `error.type`, or None when the request is not an error."""
-    error, reason = sent_error(scope), scope.reason
+    error, reason = record.error, record.reason
     if error is not None and (reason is None or not reason.client_initiated):
         # a JSON-RPC error reply was sent (after a client cancel, nothing is)
         code = str(error.code)
         span.set_attribute(a.RPC_RESPONSE_STATUS_CODE, code)
         metric_attrs[a.RPC_RESPONSE_STATUS_CODE] = code
     if reason is not None:
-        return _cancelled(span, scope, reason, error)
+        return _cancelled(span, record, reason, error)
     if error is not None:
-        return _failed(span, scope, error, metric_attrs)
-    if scope.result is not None and scope.result.get("isError") is True:
+        return _failed(span, record, error, metric_attrs)
+    if record.result is not None and record.result.get("isError") is True:
         span.set_status(Status(StatusCode.ERROR, "tool returned an error"))
         return "tool_error"
     return None
@@ -45,17 +45,10 @@ def error_reply(span: Span, error: McpError) -> str | None:
     return str(error.code)
 
 
-def sent_error(scope: RequestScope) -> McpError | None:
-    """The JSON-RPC error the client was sent: the handler's, or the -32603 that replaced a
-    reply that could not be encoded as JSON."""
-    replaced = scope.writer.replaced_by
-    return replaced if replaced is not None else scope.error
-
-
 def _cancelled(
-    span: Span, scope: RequestScope, reason: CancelReason, error: McpError | None
+    span: Span, record: RequestRecord, reason: CancelReason, error: McpError | None
 ) -> str | None:
-    if scope.outcome == "orphaned":
+    if record.outcome == "orphaned":
         span.set_status(Status(StatusCode.ERROR, "handler did not exit after cancellation"))
         return "orphaned"
     if reason.client_initiated:
@@ -66,12 +59,12 @@ def _cancelled(
 
 
 def _failed(
-    span: Span, scope: RequestScope, error: McpError, metric_attrs: dict[str, Any]
+    span: Span, record: RequestRecord, error: McpError, metric_attrs: dict[str, Any]
 ) -> str | None:
-    if scope.exception is not None:
-        span.record_exception(scope.exception)
-        span.set_status(Status(StatusCode.ERROR, str(scope.exception)[:1024] or None))
-        return _exception_type(scope.exception)
+    if record.exception is not None:
+        span.record_exception(record.exception)
+        span.set_status(Status(StatusCode.ERROR, str(record.exception)[:1024] or None))
+        return _exception_type(record.exception)
     error_type = error_reply(span, error)
     if error_type is None:
         # the tool or prompt name came from the caller and may not exist: keep it off

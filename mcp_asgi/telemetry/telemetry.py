@@ -9,7 +9,7 @@ from opentelemetry.trace import SpanKind
 from starlette.types import Scope
 
 from mcp_asgi._version import __version__
-from mcp_asgi.lifecycle.scope import ScopeObserver
+from mcp_asgi.lifecycle.outcome import ScopeObserver
 from mcp_asgi.protocol.jsonrpc import McpError
 from mcp_asgi.protocol.message import IncomingMessage
 from mcp_asgi.protocol.request import McpRequest

@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from mcp_asgi import CancelReason, CancelToken, Context, McpServer, RequestCancelled
+from mcp_asgi.lifecycle.cancel import signal_token
 
 from ..helpers import (
     CANCEL_LOGGER,
@@ -151,7 +152,7 @@ def test_token_basics() -> None:
     assert token.reason is None
     token.raise_if_cancelled()
     assert not token.wait(0)
-    token._set(CancelReason.TIMEOUT)
+    signal_token(token, CancelReason.TIMEOUT)
     assert token.cancelled
     assert token.wait(0)
     with pytest.raises(RequestCancelled) as caught:
@@ -170,6 +171,6 @@ def test_token_wakes_a_waiting_thread() -> None:
 
     thread = threading.Thread(target=waiter)
     thread.start()
-    token._set(CancelReason.CLIENT_DISCONNECT)
+    signal_token(token, CancelReason.CLIENT_DISCONNECT)
     thread.join(10)
     assert woke.is_set()
