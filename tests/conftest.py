@@ -1,28 +1,47 @@
-"""Shared fixtures: an in-memory OpenTelemetry pipeline, a child subreaper for process-group
-checks, and a real redis-server with two uvicorn workers sharing it."""
+"""Fixtures for every folder: the event loop (asyncio, or asyncio and trio for tests marked
+`both_loops`), an in-memory OpenTelemetry pipeline and a child subreaper for process-group
+checks. Each folder's own conftest.py holds what only its tests use (tests/bus: a real
+redis-server with two uvicorn workers; tests/lifecycle: the pgid file)."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
 import os
-import shutil
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from .helpers import Otel as Otel  # re-exported: some tests import it from here
-from .servers import RedisServer, Worker, wait_ready
 
 _PR_SET_CHILD_SUBREAPER = 36
+BOTH_LOOPS = ("asyncio", "trio")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "both_loops: run each async test on asyncio and on trio")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked `both_loops` runs once per loop in BOTH_LOOPS, unless it names its loop
+    itself (`@pytest.mark.parametrize("anyio_backend", [...])`)."""
+    test = metafunc.definition
+    if "anyio_backend" not in metafunc.fixturenames or not test.get_closest_marker("both_loops"):
+        return
+    for mark in test.iter_markers("parametrize"):
+        names = mark.args[0] if mark.args else mark.kwargs.get("argnames", ())
+        if isinstance(names, str):
+            names = [n.strip() for n in names.split(",")]
+        if "anyio_backend" in names:
+            return
+    metafunc.parametrize("anyio_backend", BOTH_LOOPS, indirect=True)
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    """Run async tests on asyncio (what uvicorn uses)."""
-    return "asyncio"
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Run async tests on asyncio (what uvicorn uses), or on the loop `both_loops` chose."""
+    return str(getattr(request, "param", "asyncio"))
 
 
 @pytest.fixture
@@ -31,12 +50,6 @@ def otel() -> Iterator[Otel]:
     pipeline = Otel()
     yield pipeline
     pipeline.shutdown()
-
-
-@pytest.fixture
-def pgid_file(tmp_path: Path) -> Path:
-    """Where a test's shell writes its pid (`echo $$ > file`), its process group id."""
-    return tmp_path / "pgid"
 
 
 @pytest.fixture
@@ -55,37 +68,3 @@ def subreaper() -> Iterator[None]:
         with contextlib.suppress(ChildProcessError):
             while os.waitpid(-1, os.WNOHANG)[0]:
                 pass
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    """A fresh redis-server; skipped (outside CI only) when redis-server is not installed."""
-    executable = shutil.which("redis-server")
-    if executable is None:
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is not installed (make test installs it)")
-        pytest.skip(
-            "redis-server is not installed: run `make test` or apt-get install redis-server"
-        )
-    server = RedisServer(executable, tmp_path)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def workers(redis_server: RedisServer) -> Iterator[tuple[Worker, Worker, str]]:
-    """Two worker processes on one Redis channel: (a, b, channel)."""
-    channel = f"mcp_asgi:test:{redis_server.port}"
-    a = Worker(redis_server.url, channel)
-    try:
-        b = Worker(redis_server.url, channel)
-        try:
-            wait_ready(lambda: redis_server.subscribers(channel) == 2, "both workers subscribed")
-            yield a, b, channel
-        finally:
-            b.stop()
-    finally:
-        a.stop()

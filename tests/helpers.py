@@ -53,6 +53,10 @@ from mcp_asgi.testing.http_client import parse_messages
 
 CANCEL_LOGGER = "mcp_asgi.cancellation"
 
+# The ids of a remote parent (W3C `traceparent`), for requests that arrive inside a trace.
+TRACE_ID = 0x0AF7651916CD43DD8448EB211C80319C
+PARENT_ID = 0xB7AD6B7169203331
+
 # -- waiting -------------------------------------------------------------------------------
 
 

@@ -296,6 +296,7 @@ def listen_server(bus: InProcessBus | None = None) -> McpServer:
 # -- the 2025 era --------------------------------------------------------------------------
 
 LATEST = "2025-11-25"
+MODERN = "2026-07-28"  # the era after it, as the SDK client's `mode` names it
 
 
 def legacy_server(probe: Probe) -> McpServer:

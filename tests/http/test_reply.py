@@ -10,12 +10,7 @@ from starlette.types import Message
 
 from mcp_asgi.http.reply import ReplyState, ReplyWriter
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+pytestmark = [pytest.mark.anyio, pytest.mark.both_loops]
 
 
 class SlowSocket:

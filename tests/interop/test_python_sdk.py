@@ -16,8 +16,7 @@ from mcp_asgi import CancelReason, Context, McpServer
 from mcp_asgi.testing.client import serve
 
 from ..helpers import Probe, Wiretap, mcp_app, wait_for
-
-MODERN = "2026-07-28"
+from ..servers import MODERN
 
 
 class Book(BaseModel):

@@ -13,9 +13,7 @@ from mcp_asgi import Context, McpServer
 from mcp_asgi.testing.client import serve
 
 from ..helpers import trigger
-from ..servers import changing_app
-
-MODERN = "2026-07-28"
+from ..servers import MODERN, changing_app
 
 
 def build_server(runs: list[str]) -> McpServer:

@@ -23,11 +23,7 @@ from ..servers import Seen, scripted_app
 Make = Callable[..., Beside]
 _var: contextvars.ContextVar[str] = contextvars.ContextVar("_var", default="unset")
 
-
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Both event loops: `beside` takes a different path on each."""
-    return str(request.param)
+pytestmark = pytest.mark.both_loops  # `beside` takes a different path on each loop
 
 
 @pytest.fixture(params=["auto", "group"])

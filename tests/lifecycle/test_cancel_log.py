@@ -13,10 +13,18 @@ from opentelemetry.trace import SpanContext
 
 from mcp_asgi import Context, McpMiddleware, McpServer
 
-from ..helpers import CANCEL_LOGGER, Otel, Wire, attrs, eventually, mcp_app, wire_for
+from ..helpers import (
+    CANCEL_LOGGER,
+    PARENT_ID,
+    TRACE_ID,
+    Otel,
+    Wire,
+    attrs,
+    eventually,
+    mcp_app,
+    wire_for,
+)
 
-TRACE_ID = 0x0AF7651916CD43DD8448EB211C80319C
-PARENT_ID = 0xB7AD6B7169203331
 JSON = "application/json"
 
 

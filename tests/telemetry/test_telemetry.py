@@ -25,6 +25,8 @@ from mcp_asgi.telemetry import names as a
 from mcp_asgi.telemetry import span_attributes as _span_attributes
 
 from ..helpers import (
+    PARENT_ID,
+    TRACE_ID,
     Otel,
     Probe,
     attrs,
@@ -392,10 +394,6 @@ async def test_orphan_span_ends_at_grace_and_gauge_falls_when_it_exits(otel: Ote
 
 
 # -- parents and nesting ----------------------------------------------------------------
-
-
-TRACE_ID = 0x0AF7651916CD43DD8448EB211C80319C
-PARENT_ID = 0xB7AD6B7169203331
 
 
 async def test_parent_from_meta_with_link_to_http_span(otel: Otel) -> None:
