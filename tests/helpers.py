@@ -3,7 +3,7 @@ saw, the in-memory OpenTelemetry pipeline, the app McpMiddleware wraps, scripted
 request driven straight into an app, no sockets), and a few live-server and process helpers.
 
 The servers the tests run against (and their clients) are in `tests/servers.py`; fixtures
-are in `tests/conftest.py`.
+are in `tests/conftest.py` (global) and a folder's own conftest.py (tests/bus, tests/lifecycle).
 """
 
 from __future__ import annotations
