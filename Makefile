@@ -5,18 +5,18 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 NODE_STAMP := tests/node/node_modules/.installed-stamp
 
-.PHONY: run test test-deps lint typecheck contracts pytest bench bench-quick format clean
+.PHONY: run test test-deps lint typecheck contracts docs docs-strict pytest bench bench-quick format clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,example]'
+	$(BIN)/python -m pip install --quiet -e '.[test,example,docs]'
 	touch $(STAMP)
 
 run: $(STAMP)  ## serve the example FastAPI app on http://127.0.0.1:8000 (MCP at /mcp)
 	$(BIN)/uvicorn examples.fastapi_app.main:app --host 127.0.0.1 --port 8000 --timeout-graceful-shutdown 5
 
-test: lint typecheck contracts pytest  ## the full suite: ruff, mypy --strict, import contracts, pytest
+test: lint typecheck contracts docs-strict pytest  ## the full suite: ruff, mypy --strict, import contracts, the docs site, pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check mcp_asgi tests examples bench
@@ -27,6 +27,12 @@ typecheck: $(STAMP)
 
 contracts: $(STAMP)  ## the layers and import rules in pyproject.toml [tool.importlinter]
 	$(BIN)/lint-imports
+
+docs: $(STAMP)  ## the documentation site with the API reference, into site/ (no network needed)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build
+
+docs-strict: $(STAMP)  ## the same build, failing on any warning (a broken link, a reference to a moved name)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 test-deps:  ## system packages the tests need: redis-server (the Redis bus tests)
 	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
@@ -51,4 +57,4 @@ bench-quick: $(STAMP)  ## a few minutes
 	$(BIN)/python -m bench.cancel_latency --quick
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache tests/node/node_modules
+	rm -rf $(VENV) site .mypy_cache .pytest_cache .ruff_cache tests/node/node_modules

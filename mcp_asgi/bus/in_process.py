@@ -42,7 +42,10 @@ class ChangeEvent:
     """One change: a list changed, or the resource at `uri` was updated."""
 
     kind: ChangeKind
+    """`tools_list_changed`, `prompts_list_changed`, `resources_list_changed` or
+    `resource_updated`."""
     uri: str | None = None
+    """The updated resource's URI (`resource_updated` only)."""
 
 
 class NotificationBus(Protocol):
@@ -116,9 +119,11 @@ class InProcessBus:
         return len(self._subscribers)
 
     async def publish(self, event: ChangeEvent) -> None:
+        """Deliver `event` to every subscriber of this process without waiting."""
         self._loop.call(lambda: self.deliver(event))  # unbound: nobody subscribed yet
 
     def publish_nowait(self, event: ChangeEvent) -> None:
+        """`publish` for sync code, from any thread; a no-op until something subscribed."""
         self._loop.call(lambda: self.deliver(event))
 
     def deliver(self, event: ChangeEvent) -> None:
@@ -135,6 +140,7 @@ class InProcessBus:
 
     @asynccontextmanager
     async def subscribe(self) -> AsyncIterator[AsyncIterator[ChangeEvent]]:
+        """`async with bus.subscribe() as events:` the events published while it is open."""
         self._loop.bind()
         send, receive = anyio.create_memory_object_stream[ChangeEvent](self._buffer)
         self._subscribers.add(send)
@@ -147,5 +153,6 @@ class InProcessBus:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
+        """Binds the bus to the running event loop; no background work."""
         self._loop.bind()
         yield

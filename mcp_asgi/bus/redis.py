@@ -40,7 +40,20 @@ DEFAULT_CHANNEL: Final = "mcp_asgi:changes"
 
 
 class RedisBus:
-    """A `NotificationBus` over Redis pub/sub (`redis://`, `rediss://` or `unix://` URL)."""
+    """A `NotificationBus` over Redis pub/sub (`redis://`, `rediss://` or `unix://` URL).
+
+    - `url`: the Redis server; `channel`: the pub/sub channel every process shares.
+    - `buffer`: how many events a local listen stream may fall behind before it loses some.
+    - `outbox`: how many events to keep for Redis during an outage (the oldest are dropped
+      beyond, counted in `mcp_asgi.bus.dropped`).
+    - `reconnect_initial`, `reconnect_max`: the bounds (seconds) of the exponential backoff
+      between reconnection attempts.
+    - `ping_interval`: seconds of silence after which the subscription connection is
+      pinged.
+    - `meter_provider`: for the bus metrics; default: the global one.
+
+    Raises `ImportError` when redis-py is not installed (`mcp-asgi[redis]`).
+    """
 
     def __init__(
         self,
@@ -63,8 +76,11 @@ class RedisBus:
         if outbox < 1 or reconnect_initial <= 0 or reconnect_max < reconnect_initial:
             raise ValueError("outbox must be ≥ 1 and 0 < reconnect_initial ≤ reconnect_max")
         self.url = url
+        """The Redis URL."""
         self.channel = channel
+        """The pub/sub channel."""
         self.origin = uuid.uuid4().hex
+        """This process's id on the channel (it skips its own events coming back)."""
         self._local = InProcessBus(buffer=buffer)
         self._loop = LoopBinding()
         self._outbox: collections.deque[bytes] = collections.deque(maxlen=outbox)
@@ -76,6 +92,7 @@ class RedisBus:
         self._running = 0
         self._lazy_task: asyncio.Task[None] | None = None
         self.connected = False
+        """Whether the subscription connection to Redis is up right now."""
         meter = metrics.get_meter("mcp_asgi", __version__, meter_provider, schema_url=a.SCHEMA_URL)
         self._outages = meter.create_counter(
             a.BUS_OUTAGES, unit="{outage}", description="Lost connections to the bus broker."
@@ -92,20 +109,29 @@ class RedisBus:
     # -- NotificationBus -----------------------------------------------------------------
 
     async def publish(self, event: ChangeEvent) -> None:
+        """Deliver `event` to this process's subscribers at once and queue it for Redis;
+        never waits on the network."""
         self._ensure_running()
         self._loop.call(lambda: self._publish(event))
 
     def publish_nowait(self, event: ChangeEvent) -> None:
+        """`publish` for sync code, from any thread; a no-op before the bus has an event
+        loop."""
         self._loop.call(lambda: self._publish(event))
 
     @asynccontextmanager
     async def subscribe(self) -> AsyncIterator[AsyncIterator[ChangeEvent]]:
+        """`async with bus.subscribe() as events:` the events of every process (this one's
+        included) published while it is open."""
         self._ensure_running()
         async with self._local.subscribe() as events:
             yield events
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
+        """The background task (subscription, outbox, reconnection) for as long as the
+        context is open; the middleware enters it around the app's lifespan. Without a
+        lifespan, the task is started lazily (asyncio only) and `aclose()` stops it."""
         self._loop.bind()
         self._running += 1
         try:

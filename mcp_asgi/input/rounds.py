@@ -57,12 +57,14 @@ class InputRequired(BaseException):
     """Ends the request with an `InputRequiredResult` (control flow, not an error).
 
     It derives from BaseException so that a handler's `except Exception` (and a tool's
-    "exceptions become isError results" rule) lets it through.
+    "exceptions become isError results" rule) lets it through. A handler never raises it
+    itself; if it catches `BaseException` around `ctx.elicit` & co., it must re-raise it.
     """
 
     def __init__(self, result: JsonObject) -> None:
         super().__init__("input required")
         self.result = result
+        """The `InputRequiredResult` the request ends with."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +73,11 @@ class ElicitResult(Generic[T]):
     mode); a pydantic model given as the schema arrives as an instance of it."""
 
     action: Literal["accept", "decline", "cancel"]
+    """`accept` (submitted, or consented), `decline` (refused) or `cancel` (dismissed
+    without choosing)."""
     content: T | None = None
+    """The submitted form when accepted (a dict, or an instance of the model given as the
+    schema); None otherwise and for URL elicitation."""
 
     @property
     def accepted(self) -> bool:

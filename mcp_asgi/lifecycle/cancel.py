@@ -44,6 +44,7 @@ class RequestCancelled(Exception):
     def __init__(self, reason: CancelReason) -> None:
         super().__init__(f"request cancelled: {reason.value}")
         self.reason = reason
+        """Why the request was cancelled."""
 
 
 class CancelToken:

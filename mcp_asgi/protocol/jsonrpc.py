@@ -35,14 +35,18 @@ class McpError(Exception):
     """
 
     http_status: int = 200
+    """The HTTP status of the response that carries the error (200 for handler errors)."""
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         if not isinstance(code, int) or isinstance(code, bool):
             raise TypeError("McpError code must be an int")
         super().__init__(message)
         self.code = code
+        """The JSON-RPC error code (an int)."""
         self.message = message
+        """The error message the client sees."""
         self.data = data
+        """Additional JSON data for the client (`error.data`), or None for none."""
 
     def to_error(self) -> JsonObject:
         """The JSON-RPC `error` member for this error."""

@@ -51,6 +51,13 @@ class McpServer(Registry, Methods, ChangeNotifications):
 
     Change notifications (`notify_tools_changed()` ..., `remove_tool()` ...) travel on
     `bus`: in-process by default, or e.g. a `RedisBus` shared by every replica.
+
+    - `name`, `version`, `title`: the server's `Implementation`, sent with every result
+      (`_meta` `io.modelcontextprotocol/serverInfo`); `name` must not be empty.
+    - `instructions`: how to use this server, for the model (in `server/discover`).
+    - `bus`: the `NotificationBus` of change notifications; default: in-process, or the
+      Redis bus of `McpSettings.bus_url` once the middleware is built (giving both is a
+      `ValueError`).
     """
 
     def __init__(
@@ -66,12 +73,16 @@ class McpServer(Registry, Methods, ChangeNotifications):
             raise ValueError("server name must not be empty")
         super().__init__()
         self.name = name
+        """The server's name (`serverInfo.name`)."""
         self.version = version
+        """The server's version (`serverInfo.version`)."""
         self.instructions = instructions
+        """The instructions `server/discover` sends, or None."""
         self._server_info: JsonObject = {"name": name, "version": version}
         if title:
             self._server_info["title"] = title
         self.subscriptions = Subscriptions(bus, lambda: self._server_info)
+        """The `subscriptions/listen` streams of this process and the bus they listen on."""
         self._methods: dict[str, Method] = {
             "server/discover": self._discover,
             "tools/list": self._list,
@@ -119,6 +130,8 @@ class McpServer(Registry, Methods, ChangeNotifications):
         return gate is None or bool(gate)
 
     def param_headers(self, tool_name: str) -> tuple[ParamHeader, ...]:
+        """The `Mcp-Param-*` headers a call of `tool_name` must carry (from the
+        `x-mcp-header` annotations of its input schema); none for an unknown tool."""
         tool = self._tools.get(tool_name)
         return tool.headers if tool else ()
 

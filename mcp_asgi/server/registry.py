@@ -56,7 +56,21 @@ class Registry:
     ) -> Any:
         """Register a tool (`@server.tool` or `@server.tool(...)`).
 
-        `timeout` (seconds) caps this tool below `max_request_duration`.
+        The handler's parameters are the tool's arguments (their type hints its
+        `inputSchema`); its return annotation decides whether the result is structured
+        (`outputSchema`, `structuredContent`) or plain text content.
+
+        - `name`: the tool's name; default: the function's name.
+        - `title`: a human-readable name for user interfaces.
+        - `description`: what the tool does, for the model; default: the docstring's text
+          before its `Args:` section.
+        - `annotations`: the MCP `ToolAnnotations` hints, sent as given, e.g.
+          `{"readOnlyHint": True, "destructiveHint": False}`.
+        - `timeout`: seconds after which a call is cancelled (reason `timeout`); it can only
+          shorten the endpoint's `max_request_duration`, not extend it.
+
+        Raises `TypeError` or `ValueError` at once for a bad option, a handler signature
+        that cannot be served, or a name already registered. Returns the function unchanged.
         """
         if callable(name):
             return self.tool()(name)
@@ -87,7 +101,18 @@ class Registry:
         description: str | None = None,
         mime_type: str | None = None,
     ) -> Callable[[F], F]:
-        """Register a resource at a fixed URI or a URI template such as `notes://{id}`."""
+        """Register a resource at a fixed URI or a URI template such as `notes://{id}`.
+
+        - `uri`: the resource's URI (it needs a scheme: `file:///x`, `notes://today`). With
+          `{variables}` it is a template, listed by `resources/templates/list`, and the
+          variables must be exactly the handler's parameters (each matches one segment).
+        - `name`: the name listed to clients; default: the function's name.
+        - `description`: default: the docstring's text before its `Args:` section.
+        - `mime_type`: the `mimeType` of what the handler returns; default: none for text
+          and bytes, `application/json` for anything else.
+
+        A URI can be registered only once. Returns the function unchanged.
+        """
         if not isinstance(uri, str):
             raise TypeError("resource() needs a URI: use @server.resource('scheme://...')")
         if "://" not in uri:
@@ -122,7 +147,15 @@ class Registry:
         description: str | None = None,
     ) -> Any:
         """Register a prompt (`@server.prompt` or `@server.prompt(...)`); its parameters are
-        the prompt's (string) arguments."""
+        the prompt's (string) arguments.
+
+        - `name`: the prompt's name; default: the function's name.
+        - `title`: a human-readable name for user interfaces.
+        - `description`: default: the docstring's text before its `Args:` section, whose
+          lines describe the arguments.
+
+        Returns the function unchanged.
+        """
         if callable(name):
             return self.prompt()(name)
         _check_name(name, "prompt")
@@ -141,8 +174,11 @@ class Registry:
     ) -> Callable[[F], F]:
         """Register argument completion for a prompt or a resource template.
 
-        The handler receives `argument: str, value: str, context: dict[str, str]` and
-        returns a list of suggestions.
+        Give exactly one of `prompt` (a prompt's name) or `resource` (a resource template's
+        URI, as registered). The handler receives `argument: str, value: str,
+        context: dict[str, str]` (the argument's name, what the user typed so far, the
+        other arguments already filled in) and returns a list of suggestions; the first
+        100 are sent. Registering completion advertises the `completions` capability.
         """
         if (prompt is None) == (resource is None):
             raise ValueError("completion needs exactly one of prompt= or resource=")

@@ -31,6 +31,7 @@ from starlette.types import ASGIApp
 from mcp_asgi.testing.http_client import BodyReader, event_data, parse_messages, split_event
 
 PROTOCOL_VERSION = "2026-07-28"
+"""The protocol revision the client speaks (`MCP-Protocol-Version`, `_meta`)."""
 _SAFE = re.compile(r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$")
 _NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
@@ -40,12 +41,19 @@ class LiveServer:
     """A running server: `url` is its base URL, e.g. `http://127.0.0.1:54321`."""
 
     url: str
+    """The base URL, without a path: append the endpoint's (`server.url + "/mcp"`)."""
     port: int
+    """The port uvicorn listens on."""
 
 
 @contextmanager
 def serve(app: ASGIApp, **config: Any) -> Iterator[LiveServer]:
-    """Run `app` with uvicorn on 127.0.0.1, on a free port, in a background thread."""
+    """Run `app` with uvicorn on 127.0.0.1, on a free port, in a background thread.
+
+    `with serve(app) as server:` yields once uvicorn has started (lifespan included) and
+    stops it when the block ends. `config` is passed to `uvicorn.Config`, e.g.
+    `timeout_graceful_shutdown=1` or `lifespan="off"`.
+    """
     import uvicorn
 
     options: dict[str, Any] = {
@@ -93,9 +101,13 @@ class McpResponse:
     """A whole HTTP response: status, headers (lower-case names), and the JSON-RPC messages."""
 
     status: int
+    """The HTTP status."""
     headers: dict[str, str]
+    """The response headers, names in lower case."""
     messages: list[dict[str, Any]] = field(default_factory=list)
+    """The JSON-RPC messages: the SSE events' or the JSON body's, in order."""
     raw: bytes = b""
+    """The body as received."""
 
     @property
     def final(self) -> dict[str, Any]:
@@ -112,11 +124,14 @@ class McpStream:
 
     def __init__(self, sock: SocketStream, reader: BodyReader) -> None:
         self.status = 0
+        """The HTTP status; 0 until the head is read (`read_head()`, `next_message()`)."""
         self.headers: dict[str, str] = {}
+        """The response headers (lower-case names), once the head is read."""
         self._sock = sock
         self._reader = reader
         self._buffer = b""
         self.closed = False
+        """Whether `drop()` closed the connection."""
 
     async def read_head(self) -> None:
         """Wait for the status line and headers (idempotent)."""
@@ -154,7 +169,12 @@ class McpStream:
 
 
 class McpTestClient:
-    """A minimal MCP 2026-07-28 client over real sockets, one connection per request."""
+    """A minimal MCP 2026-07-28 client over real sockets, one connection per request.
+
+    `url` is the endpoint's full URL (`server.url + "/mcp"`); `headers` go with every
+    request; `capabilities` are the client capabilities every request declares (e.g.
+    `{"elicitation": {}}` to let handlers ask for input).
+    """
 
     def __init__(
         self,
@@ -165,10 +185,15 @@ class McpTestClient:
     ) -> None:
         parts = urlsplit(url)
         self.host = parts.hostname or "127.0.0.1"
+        """The host of `url`."""
         self.port = parts.port or 80
+        """The port of `url`."""
         self.path = parts.path or "/"
+        """The endpoint's path, from `url`."""
         self.extra_headers = dict(headers or {})
+        """Headers sent with every request (`headers=`), e.g. `Authorization`."""
         self.capabilities = dict(capabilities or {})
+        """The client capabilities every request declares in its `_meta`."""
         self._ids = itertools.count(1)
 
     async def __aenter__(self) -> McpTestClient:
