@@ -27,7 +27,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from mcp_asgi import McpMiddleware, McpServer
 from mcp_asgi.lifecycle.outcome import ScopeObserver
-from mcp_asgi.testing.client import McpTestClient
+from mcp_asgi.testing import McpTestClient
 
 from .inprocess import http_scope
 from .otel_sinks import noop_providers

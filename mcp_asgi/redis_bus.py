@@ -1,4 +1,5 @@
-"""The old import path of `mcp_asgi.bus.redis`, kept for code that names it."""
+"""`mcp_asgi.redis_bus`: the public import path of the Redis bus (`pip install mcp-asgi[redis]`);
+defined in `mcp_asgi.bus.redis`."""
 
 from mcp_asgi.bus.redis import (
     DEFAULT_CHANNEL,

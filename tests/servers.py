@@ -36,8 +36,8 @@ from mcp_asgi import (
     McpServer,
     McpSettings,
 )
-from mcp_asgi.bus.in_process import ChangeEvent, InProcessBus
-from mcp_asgi.testing.client import McpResponse, McpStream, McpTestClient
+from mcp_asgi.bus import ChangeEvent, InProcessBus
+from mcp_asgi.testing import McpResponse, McpStream, McpTestClient
 
 from .helpers import Otel, Probe, Wiretap, mcp_app
 

@@ -11,7 +11,6 @@ sync route or tool running in a worker thread): the delivery is handed to that l
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -24,7 +23,7 @@ import anyio.lowlevel
 from anyio.lowlevel import EventLoopToken
 from anyio.streams.memory import MemoryObjectSendStream
 
-logger = logging.getLogger("mcp_asgi.bus")
+from mcp_asgi._loggers import bus_logger as logger
 
 ChangeKind = Literal[
     "tools_list_changed", "prompts_list_changed", "resources_list_changed", "resource_updated"

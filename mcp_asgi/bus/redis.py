@@ -21,7 +21,6 @@ import asyncio
 import collections
 import contextlib
 import json
-import logging
 import random
 import uuid
 from collections.abc import AsyncIterator
@@ -31,11 +30,11 @@ from typing import Any, Final
 import anyio
 from opentelemetry import metrics
 
+from mcp_asgi._loggers import bus_logger as logger
 from mcp_asgi._version import __version__
 from mcp_asgi.bus.in_process import CHANGE_KINDS, ChangeEvent, InProcessBus, LoopBinding
 from mcp_asgi.telemetry import names as a
 
-logger = logging.getLogger("mcp_asgi.bus")
 DEFAULT_CHANNEL: Final = "mcp_asgi:changes"
 
 

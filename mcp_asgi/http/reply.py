@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import enum
-import logging
 from typing import Any, Final
 
 import anyio
@@ -17,6 +16,7 @@ from pydantic_core import to_json
 from sse_starlette.event import ServerSentEvent
 from starlette.types import Message, Send
 
+from mcp_asgi._loggers import errors_logger as _errors
 from mcp_asgi.http.accept import ResponseMode
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, McpError, error_response
 
@@ -27,7 +27,6 @@ _SSE_HEADERS: Final = [
     (b"x-accel-buffering", b"no"),
 ]
 _KEEPALIVE: Final = ServerSentEvent(comment="").encode()
-_errors = logging.getLogger("mcp_asgi.errors")
 
 
 class ReplyState(enum.Enum):
@@ -80,6 +79,12 @@ async def send_json(
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+async def send_empty(send: Send, status: int) -> None:
+    """Send a response with no body: 202 for an accepted notification, 204 for a DELETE."""
+    await send({"type": "http.response.start", "status": status, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
 
 
 class _WriteLock:

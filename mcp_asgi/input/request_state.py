@@ -19,7 +19,6 @@ import binascii
 import hashlib
 import hmac
 import json
-import logging
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -27,11 +26,11 @@ from typing import Any, Final
 
 from starlette.types import Scope
 
+from mcp_asgi._loggers import input_logger as logger
 from mcp_asgi.protocol.jsonrpc import INVALID_PARAMS, ProtocolError, RequestId
 
 VERSION: Final = "v1"
 RETRY_KEYS: Final = ("inputResponses", "requestState")
-logger = logging.getLogger("mcp_asgi.input")
 
 
 def canonical(value: Any) -> bytes:

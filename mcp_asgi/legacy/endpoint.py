@@ -15,16 +15,15 @@ run (`open_scope`, `dispatch`) so both eras run requests the same way.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from typing import Protocol
 
 from starlette.types import Message, Receive, Scope, Send
 
-from mcp_asgi.bus.in_process import NotificationBus
+from mcp_asgi._loggers import sessions_logger as logger
 from mcp_asgi.http.accept import ResponseMode, negotiate
-from mcp_asgi.http.reply import ReplyWriter
+from mcp_asgi.http.reply import ReplyWriter, send_empty
 from mcp_asgi.legacy import methods as _methods
 from mcp_asgi.legacy.era import LEGACY_VERSIONS, negotiate_version
 from mcp_asgi.legacy.sessions import LegacySession, Release, SessionStore
@@ -47,7 +46,6 @@ from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import McpServer
 from mcp_asgi.settings import McpSettings
 
-logger = logging.getLogger("mcp_asgi.sessions")
 Dispatch = Callable[[McpRequest, Context], Awaitable[JsonObject]]
 Call = Callable[[Context], Awaitable[JsonObject]]
 
@@ -76,13 +74,11 @@ class LegacyEndpoint:
         *,
         open_scope: ScopeOpener,
         dispatch: Dispatch,
-        bus: NotificationBus,
     ) -> None:
         self.server = server
         self.sessions = SessionStore(ttl=settings.session_ttl, max_sessions=settings.max_sessions)
         self._open_scope = open_scope
         self._dispatch = dispatch
-        self._bus = bus
         self._keepalive = settings.keepalive_interval
         self._disconnect_cancels = settings.legacy_disconnect_cancels
 
@@ -103,8 +99,7 @@ class LegacyEndpoint:
         session = self._session(scope, message.id)
         if message.id is None:
             self._notified(session, message)
-            await send({"type": "http.response.start", "status": 202, "headers": []})
-            await send({"type": "http.response.body", "body": b""})
+            await send_empty(send, 202)
             return
         method, params = message.method, message.params
         if not _methods.serves(self.server, method):
@@ -141,8 +136,7 @@ class LegacyEndpoint:
         session = self._session(scope, None)
         if scope["method"] == "DELETE":
             self.sessions.close(session)
-            await send({"type": "http.response.start", "status": 204, "headers": []})
-            await send({"type": "http.response.body", "body": b""})
+            await send_empty(send, 204)
             return
         if header(scope, b"accept") is not None and negotiate(scope, "sse") != "sse":
             raise ProtocolError(
@@ -150,7 +144,7 @@ class LegacyEndpoint:
             )
         await serve_stream(
             session,
-            self._bus,
+            self.server.bus,  # read now: the middleware may attach a shared bus at startup
             receive,
             _send_with_session_id(send, session.id),
             keepalive_interval=self._keepalive,

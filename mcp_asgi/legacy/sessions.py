@@ -12,7 +12,6 @@ Sessions live in one process: behind several replicas, 2025-era clients need sti
 
 from __future__ import annotations
 
-import logging
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -20,11 +19,11 @@ from typing import Any
 
 import anyio
 
+from mcp_asgi._loggers import sessions_logger as logger
 from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.lifecycle.scope import RequestScope
-from mcp_asgi.protocol.jsonrpc import RequestId
+from mcp_asgi.protocol.jsonrpc import RequestId, is_request_id
 
-logger = logging.getLogger("mcp_asgi.sessions")
 Release = Callable[[], None]
 
 
@@ -91,7 +90,7 @@ class LegacySession:
     def cancel(self, request_id: object) -> bool:
         """Cancel one of this session's requests (`notifications/cancelled`); False when
         no such request is in flight (unknown, finished, or another session's)."""
-        if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+        if not is_request_id(request_id):
             return False
         scope = self._requests.get(request_id)
         if scope is None or scope.request.method == "initialize":

@@ -7,14 +7,12 @@ and an orphan's late exit are DEBUG. Never arguments, results or header values.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
+from mcp_asgi._loggers import cancellation_logger as logger
 from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.lifecycle.outcome import RequestRecord
 from mcp_asgi.protocol.request import McpRequest
-
-logger = logging.getLogger("mcp_asgi.cancellation")
 
 
 def log_cancelled(record: RequestRecord) -> None:

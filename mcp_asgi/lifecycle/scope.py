@@ -19,7 +19,6 @@ properties, like trio's `CancelScope`.
 
 from __future__ import annotations
 
-import logging
 import math
 import threading
 from collections.abc import Awaitable, Callable
@@ -28,6 +27,7 @@ from typing import Final, TypeVar
 import anyio
 from starlette.types import Receive
 
+from mcp_asgi._loggers import errors_logger as _errors
 from mcp_asgi.http.reply import ReplyWriter
 from mcp_asgi.lifecycle.beside import beside
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled, signal_token
@@ -50,7 +50,6 @@ __all__ = ["Outcome", "RequestRecord", "RequestScope", "ScopeObserver", "SideEff
 
 T = TypeVar("T")
 _ERROR_WRITE_TIMEOUT: Final = 1.0  # bound on ending the reply after a signal
-_errors = logging.getLogger("mcp_asgi.errors")
 
 
 class RequestScope:

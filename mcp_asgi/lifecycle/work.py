@@ -10,7 +10,6 @@ are closed when it exits.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from typing import Literal, Protocol, TypeVar
@@ -18,11 +17,11 @@ from typing import Literal, Protocol, TypeVar
 import anyio
 import anyio.lowlevel
 
+from mcp_asgi._loggers import errors_logger as _errors
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled
 from mcp_asgi.lifecycle.lazy_event import LazyEvent
 
 T = TypeVar("T")
-_errors = logging.getLogger("mcp_asgi.errors")
 
 
 class Closable(Protocol):

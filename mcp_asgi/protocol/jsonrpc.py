@@ -9,7 +9,7 @@ Error tree::
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 JSONRPC_VERSION: Final = "2.0"
 
@@ -23,6 +23,14 @@ MISSING_CLIENT_CAPABILITY: Final = -32021
 UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
 
 RequestId = str | int
+
+
+def is_request_id(value: object) -> TypeGuard[RequestId]:
+    """Whether `value` may be a JSON-RPC request id here: a string or an integer (not a
+    boolean, which JSON tells apart but Python's `int` does not)."""
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
+
+
 JsonObject = dict[str, Any]
 
 

@@ -10,7 +10,13 @@ from typing import Any, Final
 from pydantic_core import from_json
 
 from mcp_asgi.protocol import jsonrpc
-from mcp_asgi.protocol.jsonrpc import INVALID_REQUEST, PARSE_ERROR, ProtocolError, RequestId
+from mcp_asgi.protocol.jsonrpc import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ProtocolError,
+    RequestId,
+    is_request_id,
+)
 
 _UTF8_BOM: Final = b"\xef\xbb\xbf"
 
@@ -64,7 +70,7 @@ def peek_id(body: bytes | None) -> RequestId | None:
     if not isinstance(data, dict):
         return None
     value = data.get("id")
-    return value if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+    return value if is_request_id(value) else None
 
 
 def _load(body: bytes) -> Any:
@@ -79,7 +85,7 @@ def _read_id(data: dict[str, Any]) -> RequestId | None:
     if "id" not in data:
         return None
     value = data["id"]
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
+    if not is_request_id(value):
         raise ProtocolError(
             400, INVALID_REQUEST, "Invalid Request: 'id' must be a string or integer"
         )

@@ -18,7 +18,6 @@ How it ends:
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 from starlette.types import Scope
 
+from mcp_asgi._loggers import subscriptions_logger as logger
 from mcp_asgi.bus.in_process import ChangeEvent, ChangeKind, InProcessBus, NotificationBus
 from mcp_asgi.http.accept import negotiate
 from mcp_asgi.lifecycle.cancel import CancelReason
@@ -58,7 +58,6 @@ _METHODS: Final[dict[ChangeKind, str]] = {
     "resources_list_changed": "notifications/resources/list_changed",
     "resource_updated": "notifications/resources/updated",
 }
-logger = logging.getLogger("mcp_asgi.subscriptions")
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,20 +175,23 @@ class Subscriptions:
         """How many listen streams are open in this process."""
         return len(self._streams)
 
-    def use_bus_url(self, url: str | None, channel: str, meter_provider: Any = None) -> None:
-        """Switch to the Redis bus named by `McpSettings.bus_url` (when set)."""
-        if url is None:
-            return
+    @property
+    def has_own_bus(self) -> bool:
+        """Whether the server was given its bus (`McpServer(bus=...)`)."""
+        return self._explicit_bus
+
+    def attach(self, bus: NotificationBus) -> None:
+        """Use `bus`, the one `McpSettings.bus_url` names (the middleware attaches it when
+        the app starts). Attaching the same bus, or one on the same URL and channel, again
+        changes nothing."""
         current = self.bus
-        if getattr(current, "url", None) == url and getattr(current, "channel", None) == channel:
-            return  # the same settings applied twice
+        if current is bus or _same_redis(current, bus):
+            return
         if self._explicit_bus:
             raise ValueError("both McpServer(bus=...) and McpSettings.bus_url are set")
         if self._streams:
             raise RuntimeError("cannot change the bus while listen streams are open")
-        from mcp_asgi.bus.redis import bus_from_url
-
-        self.bus = bus_from_url(url, channel=channel, meter_provider=meter_provider)
+        self.bus = bus
 
     def changed(self, event: ChangeEvent) -> None:
         """A registration changed (sync, any thread): announce it without waiting."""
@@ -246,3 +248,12 @@ class Subscriptions:
             yield stream
         finally:
             self._streams.discard(stream)
+
+
+def _same_redis(a: NotificationBus, b: NotificationBus) -> bool:
+    """Two Redis buses on the same URL and channel (two middlewares of one server)."""
+    url = getattr(a, "url", None)
+    return url is not None and (url, getattr(a, "channel", None)) == (
+        getattr(b, "url", None),
+        getattr(b, "channel", None),
+    )

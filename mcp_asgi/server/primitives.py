@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -13,6 +12,7 @@ from typing import Any
 import pydantic
 from pydantic_core import PydanticSerializationError
 
+from mcp_asgi._loggers import errors_logger as _errors
 from mcp_asgi.protocol.jsonrpc import INVALID_PARAMS, JsonObject, McpError
 from mcp_asgi.protocol.request import ParamHeader
 from mcp_asgi.server.context import Context
@@ -25,7 +25,6 @@ from mcp_asgi.server.schema import (
 )
 
 Handler = Callable[..., Any]
-_errors = logging.getLogger("mcp_asgi.errors")
 _TEMPLATE_VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 

@@ -8,6 +8,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind
 from starlette.types import Scope
 
+from mcp_asgi._loggers import telemetry_logger as logger
 from mcp_asgi._version import __version__
 from mcp_asgi.lifecycle.outcome import ScopeObserver
 from mcp_asgi.protocol.jsonrpc import McpError
@@ -23,7 +24,6 @@ from mcp_asgi.telemetry.trace_context import ParentContext
 
 __all__ = ["RequestTelemetry", "Telemetry"]
 
-logger = logging.getLogger("mcp_asgi.telemetry")
 _NOOP = ScopeObserver()
 
 

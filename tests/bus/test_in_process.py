@@ -8,7 +8,7 @@ import threading
 import anyio
 import pytest
 
-from mcp_asgi.bus.in_process import ChangeEvent, InProcessBus
+from mcp_asgi.bus import ChangeEvent, InProcessBus
 
 TOOLS = ChangeEvent("tools_list_changed")
 PROMPTS = ChangeEvent("prompts_list_changed")

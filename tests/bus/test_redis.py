@@ -8,9 +8,9 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_asgi.bus.in_process import ChangeEvent
-from mcp_asgi.bus.redis import RedisBus, bus_from_url
-from mcp_asgi.testing.client import McpStream, McpTestClient
+from mcp_asgi.bus import ChangeEvent
+from mcp_asgi.redis_bus import RedisBus, bus_from_url
+from mcp_asgi.testing import McpStream, McpTestClient
 
 from ..helpers import Otel, eventually, next_message, trigger
 from ..servers import RedisServer, Worker, wait_ready

@@ -23,7 +23,7 @@ from opentelemetry.context import Context as OtelContext
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from mcp_asgi import CancelToken, Context, McpServer
-from mcp_asgi.testing.client import McpTestClient, serve
+from mcp_asgi.testing import McpTestClient, serve
 
 from ..helpers import Otel, eventually, group_gone, mcp_app, request_tasks, shell
 

@@ -26,7 +26,7 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from mcp_asgi import CancelReason, Context, McpMiddleware, McpServer, McpSettings
-from mcp_asgi.testing.client import McpTestClient, serve
+from mcp_asgi.testing import McpTestClient, serve
 
 from ..helpers import Probe, asgi_request, drop_mid_call, mcp_body, mcp_headers, wait_for
 
@@ -452,12 +452,12 @@ async def test_internal_error_is_a_json_rpc_error_not_a_crash(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A bug inside the middleware answers 500 with a JSON-RPC -32603 body and is logged."""
-    import mcp_asgi.middleware as middleware_module
+    import mcp_asgi.endpoint as endpoint_module
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(middleware_module, "validate", broken)
+    monkeypatch.setattr(endpoint_module, "validate", broken)
     with caplog.at_level(logging.ERROR, logger="mcp_asgi"):
         response = await post_mcp(McpMiddleware(bare_app, server=mcp_server()), "/mcp")
     assert response.status_code == 500

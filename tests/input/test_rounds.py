@@ -13,7 +13,7 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection
 
 from mcp_asgi import Context, McpMiddleware, McpServer
-from mcp_asgi.testing.client import McpResponse, McpTestClient, serve
+from mcp_asgi.testing import McpResponse, McpTestClient, serve
 
 from ..helpers import mcp_app, serving
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mcp_asgi.testing.client import serve
+from mcp_asgi.testing import serve
 
 from ..helpers import Probe, Wiretap, wait_for
 from ..servers import LATEST, check_aborted_slow_call, legacy_app

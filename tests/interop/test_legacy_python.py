@@ -6,7 +6,7 @@ import anyio
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from mcp_asgi.testing.client import serve
+from mcp_asgi.testing import serve
 
 from ..helpers import Probe, Wiretap, wait_for
 from ..servers import LATEST, check_aborted_slow_call, legacy_app

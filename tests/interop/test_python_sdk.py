@@ -13,7 +13,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, Field
 
 from mcp_asgi import CancelReason, Context, McpServer
-from mcp_asgi.testing.client import serve
+from mcp_asgi.testing import serve
 
 from ..helpers import Probe, Wiretap, mcp_app, wait_for
 from ..servers import MODERN

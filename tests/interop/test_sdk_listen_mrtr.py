@@ -10,7 +10,7 @@ from mcp.client.session import ClientRequestContext
 from mcp.client.subscriptions import ToolsListChanged
 
 from mcp_asgi import Context, McpServer
-from mcp_asgi.testing.client import serve
+from mcp_asgi.testing import serve
 
 from ..helpers import trigger
 from ..servers import MODERN, changing_app

@@ -9,8 +9,8 @@ from typing import Any
 import anyio
 import pytest
 
+from mcp_asgi import CancelReason
 from mcp_asgi.http.accept import ResponseMode
-from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.lifecycle.scope import RequestScope
 from mcp_asgi.protocol.jsonrpc import JsonObject
 

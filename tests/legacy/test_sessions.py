@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from mcp_asgi import CancelReason
-from mcp_asgi.testing.client import LiveServer, McpStream, McpTestClient, serve
+from mcp_asgi.testing import LiveServer, McpStream, McpTestClient, serve
 
 from ..helpers import Otel, Probe, next_message, trigger, wait_for
 from ..servers import LATEST, LegacyClient, legacy_app

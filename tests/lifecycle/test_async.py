@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from mcp_asgi import CancelReason, Context, McpServer
-from mcp_asgi.testing.client import serve
+from mcp_asgi.testing import serve
 
 from ..helpers import Probe, drop_mid_call, mcp_app, serving, wait_for
 

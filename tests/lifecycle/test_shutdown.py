@@ -19,7 +19,7 @@ import anyio
 import uvicorn
 
 from mcp_asgi import CancelReason, CancelToken, Context, McpMiddleware, McpServer
-from mcp_asgi.testing.client import McpTestClient
+from mcp_asgi.testing import McpTestClient
 
 from ..helpers import (
     Otel,

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from mcp_asgi import CancelReason, CancelToken, Context, McpServer, RequestCancelled
-from mcp_asgi.testing.client import McpTestClient
+from mcp_asgi.testing import McpTestClient
 
 from ..helpers import (
     CANCEL_LOGGER,

@@ -12,7 +12,7 @@ import pytest
 from pydantic import Field
 
 from mcp_asgi import McpMiddleware, McpServer, McpSettings
-from mcp_asgi.testing.client import McpResponse, McpTestClient, serve
+from mcp_asgi.testing import McpResponse, McpTestClient, serve
 
 from ..helpers import Wire, asgi_request, http_scope, mcp_app, mcp_body, mcp_headers, post
 

@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_asgi.testing.client import McpTestClient, serve
+from mcp_asgi.testing import McpTestClient, serve
 
 from ..helpers import Otel, attrs, next_message, serving, trigger, wait_for
 from ..servers import ALL, SUB_ID, WatchedBus, changing_app, listen_server

@@ -1,0 +1,23 @@
+"""Every logger mcp_asgi writes to. Their names are part of the public contract
+(docs/observability.md, "Logs"); each is defined here once."""
+
+from __future__ import annotations
+
+import logging
+
+root_logger = logging.getLogger("mcp_asgi")
+"""Bugs of ours caught at the edge (an internal error while serving)."""
+errors_logger = logging.getLogger("mcp_asgi.errors")
+"""A handler that failed, a reply that could not be encoded, a resource that would not close."""
+cancellation_logger = logging.getLogger("mcp_asgi.cancellation")
+"""One record per cancelled request (lifecycle.cancel_log)."""
+telemetry_logger = logging.getLogger("mcp_asgi.telemetry")
+"""Telemetry itself failed."""
+bus_logger = logging.getLogger("mcp_asgi.bus")
+"""The notification bus (Redis outages)."""
+subscriptions_logger = logging.getLogger("mcp_asgi.subscriptions")
+"""`subscriptions/listen` streams."""
+input_logger = logging.getLogger("mcp_asgi.input")
+"""MRTR `requestState`."""
+sessions_logger = logging.getLogger("mcp_asgi.sessions")
+"""2025-era sessions."""

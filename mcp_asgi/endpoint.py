@@ -1,0 +1,60 @@
+"""`ModernEndpoint`: serves a 2026-07-28 POST, once the middleware has read it.
+
+    validate ──► listen checks ──► requestState ──► scope + Context ──► dispatch ──► reply
+
+A notification is accepted (202). Every rejection is a `ProtocolError`, answered by the
+middleware with its HTTP status and a JSON-RPC error.
+"""
+
+from __future__ import annotations
+
+from starlette.types import Receive, Scope, Send
+
+from mcp_asgi.http.accept import ResponseMode
+from mcp_asgi.http.reply import ReplyWriter, send_empty
+from mcp_asgi.inflight import InFlight
+from mcp_asgi.input.rounds import InputRounds
+from mcp_asgi.protocol.message import IncomingMessage
+from mcp_asgi.protocol.validate import validate
+from mcp_asgi.server.listen import LISTEN, check_listen
+from mcp_asgi.server.mcp_server import McpServer, ResultOptions
+
+
+class ModernEndpoint:
+    """The 2026-07-28 side of one MCP endpoint: stateless, one request per POST."""
+
+    def __init__(
+        self,
+        server: McpServer,
+        *,
+        inflight: InFlight,
+        inputs: InputRounds,
+        options: ResultOptions,
+    ) -> None:
+        self._server = server
+        self._inflight = inflight
+        self._inputs = inputs
+        self._options = options
+
+    async def serve_post(
+        self,
+        asgi_scope: Scope,
+        receive: Receive,
+        send: Send,
+        message: IncomingMessage,
+        mode: ResponseMode,
+    ) -> None:
+        """Serve one POSTed message (the middleware has checked method, Origin, body and
+        Accept)."""
+        if message.is_notification:
+            await send_empty(send, 202)
+            return
+        server = self._server
+        request = validate(asgi_scope, message, server)
+        check_listen(asgi_scope, request)  # a listen stream needs SSE (406) and a filter (400)
+        inputs = self._inputs.begin(asgi_scope, request)  # verifies requestState (400)
+        writer = ReplyWriter(send, "sse" if request.method == LISTEN else mode)
+        options = self._options
+        with self._inflight.open(asgi_scope, request, writer, inputs=inputs) as (scope, ctx):
+            await scope.run(receive, lambda: server.dispatch(request, ctx, options))
+            await writer.end()

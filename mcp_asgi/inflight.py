@@ -1,0 +1,97 @@
+"""`InFlight`: the requests this middleware is serving, in either era.
+
+It opens each request's scope and the `Context` its handler gets, keeps it while it runs,
+and cancels every one of them at shutdown. Both endpoints (2026-07-28 and 2025-era) open
+their requests here; per-request state lives in the scopes, never on the middleware.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import anyio
+from starlette.types import Scope
+
+from mcp_asgi.http.reply import ReplyWriter
+from mcp_asgi.input.rounds import InputRound
+from mcp_asgi.lifecycle.cancel import CancelReason
+from mcp_asgi.lifecycle.scope import RequestScope
+from mcp_asgi.protocol.request import McpRequest
+from mcp_asgi.server.context import Context
+from mcp_asgi.server.listen import LISTEN
+from mcp_asgi.server.mcp_server import McpServer
+from mcp_asgi.settings import McpSettings
+from mcp_asgi.telemetry import Telemetry
+
+
+class InFlight:
+    """Opens, tracks and, at shutdown, cancels the request scopes of one middleware."""
+
+    def __init__(self, server: McpServer, settings: McpSettings, telemetry: Telemetry) -> None:
+        self._server = server
+        self._settings = settings
+        self._telemetry = telemetry
+        self._scopes: set[RequestScope] = set()
+
+    @contextlib.contextmanager
+    def open(
+        self,
+        asgi_scope: Scope,
+        request: McpRequest,
+        writer: ReplyWriter,
+        *,
+        cancel_on_disconnect: bool = True,
+        inputs: InputRound | None = None,
+    ) -> Iterator[tuple[RequestScope, Context]]:
+        """The scope and context of one request, tracked while it runs."""
+        settings, server = self._settings, self._server
+        observer = self._telemetry.begin(asgi_scope, request)
+        listen = request.method == LISTEN  # long-lived: no deadline, a graceful end
+        request_scope = RequestScope(
+            request,
+            writer,
+            timeout=None
+            if listen
+            else _min(settings.max_request_duration, server.timeout_for(request)),
+            cancel_grace=settings.cancel_grace,
+            keepalive_interval=settings.keepalive_interval,
+            observer=observer,
+            cancel_on_disconnect=cancel_on_disconnect,
+            on_server_end=server.subscriptions.server_end(request) if listen else None,
+        )
+        ctx = Context(
+            request_scope,
+            progress_min_interval=settings.progress_min_interval,
+            process_kill_grace=settings.process_kill_grace,
+            inputs=inputs,
+        )
+        self._scopes.add(request_scope)
+        try:
+            yield request_scope, ctx
+        finally:
+            self._scopes.discard(request_scope)
+
+    def __len__(self) -> int:
+        """How many requests are in flight."""
+        return len(self._scopes)
+
+    def cancel_all(self) -> list[RequestScope]:
+        """Cancel every request in flight (reason `server_shutdown`); returns them."""
+        scopes = list(self._scopes)
+        for request_scope in scopes:
+            request_scope.cancel(CancelReason.SERVER_SHUTDOWN)
+        return scopes
+
+    async def wait_exited(self, scopes: list[RequestScope]) -> None:
+        """Wait, bounded by the cancel grace period (plus a second to write the replies),
+        for the handlers of `scopes` to exit."""
+        with anyio.move_on_after(self._settings.cancel_grace + 1.0):
+            for request_scope in scopes:
+                await request_scope.wait_exited()
+
+
+def _min(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
