@@ -1,7 +1,8 @@
-"""Fixtures for every folder: the event loop (asyncio, or asyncio and trio for tests marked
-`both_loops`), an in-memory OpenTelemetry pipeline and a child subreaper for process-group
-checks. Each folder's own conftest.py holds what only its tests use (tests/bus: a real
-redis-server with two uvicorn workers; tests/lifecycle: the pgid file)."""
+"""Fixtures for every folder: the event loop (asyncio; asyncio and trio for tests marked
+`both_loops`; trio on a fake clock for tests marked `fake_clock`), an in-memory OpenTelemetry
+pipeline and a child subreaper for process-group checks. Each folder's own conftest.py holds
+what only its tests use (tests/bus: a real redis-server with two uvicorn workers;
+tests/lifecycle: the pgid file)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import ctypes
 import os
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from trio.testing import MockClock
 
 from .helpers import Otel as Otel  # re-exported: some tests import it from here
 
@@ -21,6 +24,9 @@ BOTH_LOOPS = ("asyncio", "trio")
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "both_loops: run each async test on asyncio and on trio")
+    config.addinivalue_line(
+        "markers", "fake_clock: run each async test on trio with the `fake_clock` fixture's clock"
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -39,9 +45,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Run async tests on asyncio (what uvicorn uses), or on the loop `both_loops` chose."""
+def anyio_backend(request: pytest.FixtureRequest) -> str | tuple[str, dict[str, Any]]:
+    """Run async tests on asyncio (what uvicorn uses), or on the loop `both_loops` chose, or
+    (marked `fake_clock`) on trio with a fake clock."""
+    if request.node.get_closest_marker("fake_clock") is not None:
+        return ("trio", {"clock": request.getfixturevalue("fake_clock")})
     return str(getattr(request, "param", "asyncio"))
+
+
+@pytest.fixture
+def fake_clock() -> MockClock:
+    """The event loop's clock for a test marked `fake_clock` (trio's `MockClock`, handed to
+    trio through anyio's backend options). It jumps to the next deadline as soon as every
+    task waits, so a timer that is not about real time fires at once and exactly on time;
+    `fake_clock.jump(s)` moves it by hand (a handler "holding" the loop for `s` seconds).
+    Deadlines are absolute times on the loop's clock (mcp_asgi.lifecycle.clock), so this
+    drives every request deadline, grace period and keep-alive. A worker thread runs in real
+    time the clock cannot see: while one works, set `autojump_threshold = math.inf` and
+    jump by hand."""
+    return MockClock(autojump_threshold=0)
 
 
 @pytest.fixture

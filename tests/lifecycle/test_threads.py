@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 
+import anyio
 import pytest
+from trio.testing import MockClock
 
 from mcp_asgi import CancelReason, CancelToken, Context, McpServer, RequestCancelled
 from mcp_asgi.lifecycle.cancel import signal_token
@@ -15,12 +18,13 @@ from ..helpers import (
     Otel,
     Probe,
     attrs,
-    drop_mid_call,
+    call,
     eventually,
     mcp_app,
     records_for,
     serving,
     wait_for,
+    wire_for,
 )
 
 
@@ -108,28 +112,38 @@ async def test_a_thread_stops_with_its_token_and_the_request_exits(
     assert otel.orphans_active() == 0
 
 
+@pytest.mark.fake_clock
 async def test_a_thread_past_the_grace_period_is_an_orphan(
-    otel: Otel, caplog: pytest.LogCaptureFixture
+    otel: Otel, caplog: pytest.LogCaptureFixture, fake_clock: MockClock
 ) -> None:
     """A thread that ignores its token is an orphan after `cancel_grace`: the span ends with
     outcome `orphaned`, the gauge counts it until it really returns, one log record says so,
-    and the server keeps serving meanwhile."""
+    and the server keeps serving meanwhile.
+
+    On the fake clock: the request ends a minute of loop time after the disconnect (its
+    grace period), at once; then the clock follows real time while threads work."""
     caplog.set_level(logging.DEBUG, logger=CANCEL_LOGGER)
     probe = Probe()
-    middleware = mcp_app(build_server(probe), otel, cancel_grace=0.2)
-    with serving(middleware) as client:
-        await drop_mid_call(client, "deaf", probe, {}, id="orphan-1")
-        await otel.wait_span("tools/call deaf")
-        assert attrs(otel.span("tools/call deaf"))["mcp_asgi.cancellation.outcome"] == "orphaned"
-        assert otel.orphans_active() == 1
-        result = await client.call_tool("quick", {"text": "still here"})
-        assert result["content"][0]["text"] == "STILL HERE"
-        assert not probe.exited.is_set()
+    middleware = mcp_app(build_server(probe), otel, cancel_grace=60, max_request_duration=None)
+    wire = wire_for("tools/call", {"name": "deaf", "arguments": {}}, request_id="orphan-1")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wire.run, middleware)
+        await wait_for(probe.started)
+        left = fake_clock.current_time()
+        wire.disconnect()
+    assert fake_clock.current_time() - left == pytest.approx(60)
+    assert attrs(otel.span("tools/call deaf"))["mcp_asgi.cancellation.outcome"] == "orphaned"
+    assert otel.orphans_active() == 1
 
-        probe.release.set()
-        await wait_for(probe.exited)
-        await eventually(lambda: otel.orphans_active() == 0, what="the orphan to be uncounted")
-        await eventually(lambda: not middleware._inflight, what="no request in flight")
+    fake_clock.autojump_threshold, fake_clock.rate = math.inf, 1.0  # real time from here on
+    result = await call(middleware, "tools/call", {"name": "quick", "arguments": {"text": "x"}})
+    assert result.result["content"][0]["text"] == "X"
+    assert not probe.exited.is_set()
+
+    probe.release.set()
+    await wait_for(probe.exited)
+    await eventually(lambda: otel.orphans_active() == 0, what="the orphan to be uncounted")
+    await eventually(lambda: not middleware._inflight, what="no request in flight")
     records = records_for(caplog, "orphan-1")
     assert len(records) == 1
     assert records[0].levelno == logging.INFO
