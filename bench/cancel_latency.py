@@ -190,8 +190,8 @@ def floor_app(log: ExitLog) -> ASGIApp:
     the thread tool also starts a thread that sleeps in 10 ms steps until the disconnect:
     the load the thread tool puts on the server, without any framework."""
 
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
+    async def app(asgi_scope: Scope, receive: Receive, send: Send) -> None:
+        if asgi_scope["type"] == "lifespan":
             while (message := await receive())["type"] != "lifespan.shutdown":
                 await send({"type": "lifespan.startup.complete"})
             await send({"type": "lifespan.shutdown.complete"})
@@ -250,10 +250,10 @@ def trace_connections(app: ASGIApp, log: ExitLog) -> ASGIApp:
 
     H11Protocol.connection_lost = connection_lost  # type: ignore[method-assign]
 
-    async def traced(scope: Scope, receive: Receive, send: Send) -> None:
-        client = scope.get("client") if scope["type"] == "http" else None
+    async def traced(asgi_scope: Scope, receive: Receive, send: Send) -> None:
+        client = asgi_scope.get("client") if asgi_scope["type"] == "http" else None
         if not client:
-            return await app(scope, receive, send)
+            return await app(asgi_scope, receive, send)
         first = True
 
         async def receive_first_body() -> Message:
@@ -266,7 +266,7 @@ def trace_connections(app: ASGIApp, log: ExitLog) -> ASGIApp:
                     ids_by_port[client[1]] = match.group(1).decode()
             return message
 
-        await app(scope, receive_first_body, send)
+        await app(asgi_scope, receive_first_body, send)
 
     return traced
 

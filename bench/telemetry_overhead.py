@@ -43,7 +43,7 @@ class TelemetryOff:
         return None
 
 
-async def _not_found(scope: Scope, receive: Receive, send: Send) -> None:
+async def _not_found(asgi_scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.start", "status": 404, "headers": []})
     await send({"type": "http.response.body", "body": b""})
 

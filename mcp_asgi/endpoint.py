@@ -55,6 +55,9 @@ class ModernEndpoint:
         inputs = self._inputs.begin(asgi_scope, request)  # verifies requestState (400)
         writer = ReplyWriter(send, "sse" if request.method == LISTEN else mode)
         options = self._options
-        with self._inflight.open(asgi_scope, request, writer, inputs=inputs) as (scope, ctx):
-            await scope.run(receive, lambda: server.dispatch(request, ctx, options))
+        with self._inflight.open(asgi_scope, request, writer, inputs=inputs) as (
+            request_scope,
+            ctx,
+        ):
+            await request_scope.run(receive, lambda: server.dispatch(request, ctx, options))
             await writer.end()

@@ -110,16 +110,16 @@ class McpMiddleware:
             else None
         )
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and _route_path(scope) in self._paths:
+    async def __call__(self, asgi_scope: Scope, receive: Receive, send: Send) -> None:
+        if asgi_scope["type"] == "http" and _route_path(asgi_scope) in self._paths:
             self._attach_bus()
-            await self._serve_guarded(scope, receive, send)
-        elif scope["type"] == "lifespan":
+            await self._serve_guarded(asgi_scope, receive, send)
+        elif asgi_scope["type"] == "lifespan":
             self._attach_bus()
             async with self.server.running():  # the bus's background work lives here
-                await self.app(scope, self._receive_with_shutdown(receive), send)
+                await self.app(asgi_scope, self._receive_with_shutdown(receive), send)
         else:
-            await self.app(scope, receive, send)
+            await self.app(asgi_scope, receive, send)
 
     def _attach_bus(self) -> None:
         if self._bus is not None:

@@ -48,7 +48,7 @@ from mcp_asgi.http.accept import ResponseMode
 from mcp_asgi.http.reply import ReplyWriter
 from mcp_asgi.lifecycle.scope import RequestScope, ScopeObserver
 from mcp_asgi.protocol.request import McpRequest
-from mcp_asgi.testing.client import PROTOCOL_VERSION, McpStream, McpTestClient, serve
+from mcp_asgi.testing import PROTOCOL_VERSION, McpStream, McpTestClient, serve
 from mcp_asgi.testing.http_client import parse_messages
 
 CANCEL_LOGGER = "mcp_asgi.cancellation"
@@ -547,12 +547,12 @@ class Wiretap:
         self.app = app
         self.exchanges: list[Exchange] = []
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != "/mcp":
-            await self.app(scope, receive, send)
+    async def __call__(self, asgi_scope: Scope, receive: Receive, send: Send) -> None:
+        if asgi_scope["type"] != "http" or asgi_scope["path"] != "/mcp":
+            await self.app(asgi_scope, receive, send)
             return
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        exchange = Exchange(scope["method"], headers)
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in asgi_scope["headers"]}
+        exchange = Exchange(asgi_scope["method"], headers)
         self.exchanges.append(exchange)
 
         async def receive_recorded() -> Message:
@@ -567,7 +567,7 @@ class Wiretap:
                 exchange.chunks.append(message.get("body", b""))
             await send(message)
 
-        await self.app(scope, receive_recorded, send_recorded)
+        await self.app(asgi_scope, receive_recorded, send_recorded)
 
     def calls(self, method: str) -> list[Exchange]:
         """The POSTs of requests for `method`, in order."""

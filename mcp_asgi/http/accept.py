@@ -11,13 +11,13 @@ from mcp_asgi.protocol.headers import header
 ResponseMode = Literal["auto", "json", "sse"]
 
 
-def negotiate(scope: Scope, preferred: ResponseMode) -> ResponseMode | None:
+def negotiate(asgi_scope: Scope, preferred: ResponseMode) -> ResponseMode | None:
     """The reply mode the client's Accept admits; None when it admits neither (406).
 
     No Accept header, or one admitting only JSON, is answered with JSON; one admitting only
     SSE with SSE; one admitting both with the configured mode.
     """
-    value = header(scope, b"accept")
+    value = header(asgi_scope, b"accept")
     if value is None:
         return "json"
     json_ok = sse_ok = False

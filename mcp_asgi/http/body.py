@@ -11,9 +11,9 @@ from mcp_asgi.protocol.headers import header
 from mcp_asgi.protocol.jsonrpc import INVALID_REQUEST, ProtocolError
 
 
-def check_content_type(scope: Scope) -> None:
+def check_content_type(asgi_scope: Scope) -> None:
     """415 unless the body is declared as JSON."""
-    value = header(scope, b"content-type")
+    value = header(asgi_scope, b"content-type")
     media_type = (value or "").split(";", 1)[0].strip().lower()
     if media_type != "application/json":
         raise ProtocolError(
@@ -21,9 +21,9 @@ def check_content_type(scope: Scope) -> None:
         )
 
 
-async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+async def read_body(asgi_scope: Scope, receive: Receive, limit: int) -> bytes:
     """The whole request body, or 413 as soon as it is known to exceed `limit` bytes."""
-    declared = header(scope, b"content-length")
+    declared = header(asgi_scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     chunks: list[bytes] = []

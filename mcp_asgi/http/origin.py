@@ -35,16 +35,16 @@ def normalize_origin(origin: str) -> str:
     return f"{scheme}://{_netloc(host, port, _DEFAULT_PORTS.get(scheme))}"
 
 
-def origin_allowed(scope: Scope, allowed: frozenset[str]) -> bool:
+def origin_allowed(asgi_scope: Scope, allowed: frozenset[str]) -> bool:
     """Whether the request's Origin (if any) may use the endpoint.
 
     `allowed` holds origins already passed through `normalize_origin`.
     """
-    origin = header(scope, b"origin")
+    origin = header(asgi_scope, b"origin")
     if origin is None or "*" in allowed or normalize_origin(origin) in allowed:
         return True
     parts = _split(origin.strip())
-    host_header = header(scope, b"host")
+    host_header = header(asgi_scope, b"host")
     if parts is None or not host_header:
         return False
     scheme, origin_host, origin_port = parts
@@ -54,7 +54,7 @@ def origin_allowed(scope: Scope, allowed: frozenset[str]) -> bool:
     default = _DEFAULT_PORTS.get(scheme)
     if (host[1], host[2] or default) != (origin_host, origin_port or default):
         return False
-    server = scope.get("server")
+    server = asgi_scope.get("server")
     if server and _is_loopback(str(server[0])):
         return _is_loopback(origin_host)
     return True

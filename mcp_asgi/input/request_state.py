@@ -49,7 +49,7 @@ def params_digest(method: str, params: Mapping[str, Any]) -> str:
     return digest([method, salient])
 
 
-def principal_of(scope: Scope) -> str | None:
+def principal_of(asgi_scope: Scope) -> str | None:
     """The authenticated principal of a request, or None.
 
     `scope["user"]` when it is authenticated (Starlette's `AuthenticationMiddleware`): its
@@ -57,7 +57,7 @@ def principal_of(scope: Scope) -> str | None:
     with a `sub` claim (token-verifying middleware that stores the claims there), as
     `iss|sub` when it also has `iss`.
     """
-    user = scope.get("user")
+    user = asgi_scope.get("user")
     if user is not None and getattr(user, "is_authenticated", False):
         for attribute in ("identity", "display_name"):
             try:
@@ -66,7 +66,7 @@ def principal_of(scope: Scope) -> str | None:
                 continue
             if value:
                 return f"user:{value}"
-    auth = scope.get("auth")
+    auth = asgi_scope.get("auth")
     if isinstance(auth, Mapping) and auth.get("sub"):
         return f"sub:{auth.get('iss', '')}|{auth['sub']}"
     return None

@@ -91,12 +91,12 @@ class InputRounds:
     def __init__(self, key: bytes | None = None, *, ttl: float = 600.0) -> None:
         self._sealer = Sealer(key, ttl=ttl)
 
-    def begin(self, scope: Scope, request: McpRequest) -> InputRound | None:
+    def begin(self, asgi_scope: Scope, request: McpRequest) -> InputRound | None:
         """The round of a request that may ask for input (verifying its `requestState`:
         raises `StateError` when it is tampered, expired, or not this request's)."""
         if request.method not in INPUT_METHODS:
             return None
-        return InputRound(request, self._sealer, principal_of(scope))
+        return InputRound(request, self._sealer, principal_of(asgi_scope))
 
 
 class InputRound:

@@ -55,7 +55,7 @@ class ScopeOpener(Protocol):
 
     def __call__(
         self,
-        scope: Scope,
+        asgi_scope: Scope,
         request: McpRequest,
         writer: ReplyWriter,
         /,
@@ -86,7 +86,7 @@ class LegacyEndpoint:
 
     async def serve_post(
         self,
-        scope: Scope,
+        asgi_scope: Scope,
         receive: Receive,
         send: Send,
         message: IncomingMessage,
@@ -94,9 +94,9 @@ class LegacyEndpoint:
     ) -> None:
         """Serve one POSTed 2025-era message."""
         if message.method == "initialize":
-            await self._initialize(scope, receive, send, message, mode)
+            await self._initialize(asgi_scope, receive, send, message, mode)
             return
-        session = self._session(scope, message.id)
+        session = self._session(asgi_scope, message.id)
         if message.id is None:
             self._notified(session, message)
             await send_empty(send, 202)
@@ -129,16 +129,16 @@ class LegacyEndpoint:
                     raise _methods.legacy_error(error) from None
                 return _methods.legacy_result(result)
 
-        await self._run(scope, receive, send, mode, session, request, call)
+        await self._run(asgi_scope, receive, send, mode, session, request, call)
 
-    async def serve_session(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def serve_session(self, asgi_scope: Scope, receive: Receive, send: Send) -> None:
         """GET (the session's notification stream) or DELETE (end the session)."""
-        session = self._session(scope, None)
-        if scope["method"] == "DELETE":
+        session = self._session(asgi_scope, None)
+        if asgi_scope["method"] == "DELETE":
             self.sessions.close(session)
             await send_empty(send, 204)
             return
-        if header(scope, b"accept") is not None and negotiate(scope, "sse") != "sse":
+        if header(asgi_scope, b"accept") is not None and negotiate(asgi_scope, "sse") != "sse":
             raise ProtocolError(
                 406, INVALID_REQUEST, "Not Acceptable: Accept must admit text/event-stream"
             )
@@ -158,7 +158,7 @@ class LegacyEndpoint:
 
     async def _initialize(
         self,
-        scope: Scope,
+        asgi_scope: Scope,
         receive: Receive,
         send: Send,
         message: IncomingMessage,
@@ -193,13 +193,13 @@ class LegacyEndpoint:
 
         request = _request(message, session)
         send = _send_with_session_id(send, session.id)
-        request_scope = await self._run(scope, receive, send, mode, session, request, call)
+        request_scope = await self._run(asgi_scope, receive, send, mode, session, request, call)
         if request_scope.result is None:  # failed or cancelled: no session was opened
             self.sessions.close(session)
 
     async def _run(
         self,
-        scope: Scope,
+        asgi_scope: Scope,
         receive: Receive,
         send: Send,
         mode: ResponseMode,
@@ -210,7 +210,7 @@ class LegacyEndpoint:
         writer = ReplyWriter(send, mode)
         release = session.use()
         with self._open_scope(
-            scope, request, writer, cancel_on_disconnect=self._disconnect_cancels
+            asgi_scope, request, writer, cancel_on_disconnect=self._disconnect_cancels
         ) as (request_scope, ctx):
             session.track(request_scope)  # no await since the session lookup: atomic
             try:
@@ -221,8 +221,8 @@ class LegacyEndpoint:
                 release()
         return request_scope
 
-    def _session(self, scope: Scope, request_id: RequestId | None) -> LegacySession:
-        session_id = header(scope, b"mcp-session-id")
+    def _session(self, asgi_scope: Scope, request_id: RequestId | None) -> LegacySession:
+        session_id = header(asgi_scope, b"mcp-session-id")
         if session_id is None:
             raise ProtocolError(
                 400,
@@ -238,7 +238,7 @@ class LegacyEndpoint:
                 "Not Found: unknown or expired session; initialize a new one",
                 request_id=request_id,
             )
-        version = header(scope, b"mcp-protocol-version")
+        version = header(asgi_scope, b"mcp-protocol-version")
         if version is not None and version.strip(" \t") not in LEGACY_VERSIONS:
             raise ProtocolError(
                 400,

@@ -34,20 +34,22 @@ HTTP_METHODS: Final = frozenset({"GET", "DELETE"})
 """HTTP methods only the 2025 era has (its session's stream, and its end)."""
 
 
-def is_legacy(scope: Scope, message: IncomingMessage) -> bool:
+def is_legacy(asgi_scope: Scope, message: IncomingMessage) -> bool:
     """Whether a POSTed message belongs to the 2025 era (see the module's table)."""
     meta = message.params.get("_meta")
     if isinstance(meta, dict) and META_PREFIX + "protocolVersion" in meta:
         return False
     if message.method == "initialize":
         return True
-    version = header(scope, b"mcp-protocol-version")
+    version = header(asgi_scope, b"mcp-protocol-version")
     return version is None or version.strip(" \t") in HANDSHAKE_VERSIONS
 
 
-def is_session_request(scope: Scope) -> bool:
+def is_session_request(asgi_scope: Scope) -> bool:
     """Whether a GET or DELETE names a 2025-era session (else it gets 405)."""
-    return scope["method"] in HTTP_METHODS and header(scope, b"mcp-session-id") is not None
+    return (
+        asgi_scope["method"] in HTTP_METHODS and header(asgi_scope, b"mcp-session-id") is not None
+    )
 
 
 def negotiate_version(requested: object) -> str:

@@ -77,25 +77,25 @@ class LegacySession:
     def in_flight(self, request_id: RequestId) -> bool:
         return request_id in self._requests
 
-    def track(self, scope: RequestScope) -> None:
+    def track(self, request_scope: RequestScope) -> None:
         """Register a request in flight, so `cancel` and `close` can reach it."""
-        self._requests[scope.request.id] = scope
+        self._requests[request_scope.request.id] = request_scope
         if self.closed.is_set():
-            scope.cancel(CancelReason.SESSION_CLOSED)
+            request_scope.cancel(CancelReason.SESSION_CLOSED)
 
-    def untrack(self, scope: RequestScope) -> None:
-        if self._requests.get(scope.request.id) is scope:
-            del self._requests[scope.request.id]
+    def untrack(self, request_scope: RequestScope) -> None:
+        if self._requests.get(request_scope.request.id) is request_scope:
+            del self._requests[request_scope.request.id]
 
     def cancel(self, request_id: object) -> bool:
         """Cancel one of this session's requests (`notifications/cancelled`); False when
         no such request is in flight (unknown, finished, or another session's)."""
         if not is_request_id(request_id):
             return False
-        scope = self._requests.get(request_id)
-        if scope is None or scope.request.method == "initialize":
+        request_scope = self._requests.get(request_id)
+        if request_scope is None or request_scope.request.method == "initialize":
             return False
-        scope.cancel(CancelReason.CLIENT_NOTIFICATION)
+        request_scope.cancel(CancelReason.CLIENT_NOTIFICATION)
         return True
 
     # -- the GET stream ----------------------------------------------------------------
@@ -115,8 +115,8 @@ class LegacySession:
         if self.closed.is_set():
             return
         self.closed.set()
-        for scope in list(self._requests.values()):
-            scope.cancel(CancelReason.SESSION_CLOSED)
+        for request_scope in list(self._requests.values()):
+            request_scope.cancel(CancelReason.SESSION_CLOSED)
 
 
 class SessionStore:

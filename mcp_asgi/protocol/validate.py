@@ -38,13 +38,13 @@ _LEGACY_METHODS: Final = frozenset(
 _CANONICAL_DECIMAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 
 
-def validate(scope: Scope, message: IncomingMessage, catalog: MethodCatalog) -> McpRequest:
+def validate(asgi_scope: Scope, message: IncomingMessage, catalog: MethodCatalog) -> McpRequest:
     """Check a request against the 2026-07-28 rules; raise `ProtocolError` on the first failure."""
     request_id = message.id
     if request_id is None:
         raise ValueError("validate() takes requests, not notifications")
     fail = _Failer(request_id, legacy=message.method == "initialize")
-    headers = _mcp_headers(scope)
+    headers = _mcp_headers(asgi_scope)
     header_version = _header(fail, headers, b"mcp-protocol-version", "MCP-Protocol-Version")
     meta = message.params.get("_meta")
     meta_version = meta.get(META_PREFIX + "protocolVersion") if isinstance(meta, dict) else None
@@ -128,10 +128,10 @@ class _Failer:
 _Headers = dict[bytes, list[bytes]]
 
 
-def _mcp_headers(scope: Scope) -> _Headers:
+def _mcp_headers(asgi_scope: Scope) -> _Headers:
     """The `Mcp-*` request headers, by lower-case name, in one pass over the headers."""
     found: _Headers = {}
-    for key, value in scope["headers"]:
+    for key, value in asgi_scope["headers"]:
         if key[:4].lower() == b"mcp-":
             found.setdefault(key.lower(), []).append(value)
     return found

@@ -36,18 +36,18 @@ class Context:
         "_last_progress",
         "_last_progress_at",
         "_min_interval",
-        "_scope",
+        "_request_scope",
     )
 
     def __init__(
         self,
-        scope: RequestScope,
+        request_scope: RequestScope,
         *,
         progress_min_interval: float = 0.0,
         process_kill_grace: float = 2.0,
         inputs: InputRound | None = None,
     ) -> None:
-        self._scope = scope
+        self._request_scope = request_scope
         self._inputs = inputs
         self._last_progress: float | None = None
         self._last_progress_at = -float("inf")
@@ -59,44 +59,44 @@ class Context:
     @property
     def request_id(self) -> RequestId:
         """The JSON-RPC id of the request."""
-        return self._scope.request.id
+        return self._request_scope.request.id
 
     @property
     def method(self) -> str:
         """The MCP method, e.g. `tools/call`."""
-        return self._scope.request.method
+        return self._request_scope.request.method
 
     @property
     def client_info(self) -> Mapping[str, Any] | None:
         """The client's self-reported `clientInfo` (never a security signal)."""
-        return self._scope.request.client_info
+        return self._request_scope.request.client_info
 
     @property
     def client_capabilities(self) -> Mapping[str, Any]:
         """The capabilities the client declared on this request."""
-        return self._scope.request.client_capabilities
+        return self._request_scope.request.client_capabilities
 
     # -- cancellation ----------------------------------------------------------------
 
     @property
     def cancelled(self) -> bool:
         """Whether the request has been cancelled."""
-        return self._scope.cancel_called
+        return self._request_scope.cancel_called
 
     @property
     def cancel_reason(self) -> CancelReason | None:
         """Why the request was cancelled, or None."""
-        return self._scope.reason
+        return self._request_scope.reason
 
     @property
     def cancel_token(self) -> CancelToken:
         """The thread-safe token to hand to code running in worker threads."""
-        return self._scope.token
+        return self._request_scope.token
 
     @property
     def deadline(self) -> float | None:
         """Seconds left before the server's deadline for this request, or None."""
-        return self._scope.time_left()
+        return self._request_scope.time_left()
 
     async def checkpoint(self) -> None:
         """Yield to the event loop; raises the cancellation if the request was cancelled.
@@ -116,7 +116,7 @@ class Context:
         and told through `cancel_token` (pass it to `fn` and poll it). A thread still
         running after the cancel grace period is counted as an orphan until it returns.
         """
-        return await self._scope.run_sync(lambda: fn(*args))
+        return await self._request_scope.run_sync(lambda: fn(*args))
 
     async def run_process(
         self,
@@ -142,7 +142,7 @@ class Context:
             env=env,
             check=check,
             kill_grace=self._kill_grace,
-            owner=self._scope.work,
+            owner=self._request_scope.work,
         )
 
     def stream_process(
@@ -175,7 +175,7 @@ class Context:
             check=check,
             encoding=encoding,
             kill_grace=self._kill_grace,
-            owner=self._scope.work,
+            owner=self._request_scope.work,
         )
 
     # -- side effects ----------------------------------------------------------------
@@ -194,7 +194,7 @@ class Context:
         """
         if not name:
             raise ValueError("side effect name must not be empty")
-        self._scope.mark_side_effect(name, idempotency_key)
+        self._request_scope.mark_side_effect(name, idempotency_key)
         return SideEffectMark()
 
     # -- writing to the client -------------------------------------------------------
@@ -207,13 +207,13 @@ class Context:
         `progress` must increase with each call. Dropped in JSON response mode and after
         the request is cancelled.
         """
-        token = self._scope.request.progress_token
+        token = self._request_scope.request.progress_token
         if token is None:
             return
         if self._last_progress is not None and progress <= self._last_progress:
             raise ValueError("progress must increase with each notification")
         self._last_progress = progress
-        now = self._scope.clock()
+        now = self._request_scope.clock()
         final = total is not None and progress >= total
         if not final and now - self._last_progress_at < self._min_interval:
             return
@@ -223,7 +223,7 @@ class Context:
             params["total"] = total
         if message is not None:
             params["message"] = message
-        await self._scope.write(jsonrpc.notification("notifications/progress", params))
+        await self._request_scope.write(jsonrpc.notification("notifications/progress", params))
 
     async def log(self, level: str, data: Any, *, logger: str | None = None) -> None:
         """Send `notifications/message` if the request set a log level at or below `level`.
@@ -232,13 +232,13 @@ class Context:
         """
         if level not in LOG_LEVELS:
             raise ValueError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
-        wanted = self._scope.request.log_level
+        wanted = self._request_scope.request.log_level
         if wanted is None or LOG_LEVELS.index(level) < LOG_LEVELS.index(wanted):
             return
         params: dict[str, Any] = {"level": level, "data": data}
         if logger is not None:
             params["logger"] = logger
-        await self._scope.write(jsonrpc.notification("notifications/message", params))
+        await self._request_scope.write(jsonrpc.notification("notifications/message", params))
 
     # -- asking the client (multi round-trip requests, see mcp_asgi.input) -----------
 

@@ -134,12 +134,12 @@ def final_result(subscription_id: RequestId) -> JsonObject:
     return {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: subscription_id}}
 
 
-def check_listen(scope: Scope, request: McpRequest) -> None:
+def check_listen(asgi_scope: Scope, request: McpRequest) -> None:
     """Reject, before any stream opens, a listen request that cannot be served: a client
     that accepts no SSE (406), or a malformed filter (400, -32602)."""
     if request.method != LISTEN:
         return
-    if negotiate(scope, "sse") != "sse":
+    if negotiate(asgi_scope, "sse") != "sse":
         raise ProtocolError(
             406,
             INVALID_REQUEST,
@@ -227,17 +227,19 @@ class Subscriptions:
         """Run one listen stream until the server ends it (the client ending it cancels
         this coroutine)."""
         wanted = SubscriptionFilter.parse(request.params, request.id).honoured(capabilities)
-        scope = ctx._scope
+        request_scope = ctx._request_scope
         subscription_id = request.id
         async with self.bus.subscribe() as events, self._open() as stream:
             ack: JsonObject = {"_meta": {SUBSCRIPTION_ID: subscription_id}}
             ack["notifications"] = wanted.to_json()
-            await scope.write(jsonrpc.notification("notifications/subscriptions/acknowledged", ack))
+            await request_scope.write(
+                jsonrpc.notification("notifications/subscriptions/acknowledged", ack)
+            )
             limit = math.inf if max_duration is None else max_duration
             with stream.closer, anyio.move_on_after(limit):
                 async for event in events:
                     if wanted.wants(event):
-                        await scope.write(notification(event, subscription_id))
+                        await request_scope.write(notification(event, subscription_id))
         return final_result(subscription_id)
 
     @asynccontextmanager

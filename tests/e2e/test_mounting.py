@@ -75,12 +75,12 @@ def starlette_app(**options: Any) -> Starlette:
     return app
 
 
-async def bare_app(scope: Scope, receive: Receive, send: Send) -> None:
+async def bare_app(asgi_scope: Scope, receive: Receive, send: Send) -> None:
     """A host app without any framework: answers every HTTP request with 418."""
-    if scope["type"] != "http":
+    if asgi_scope["type"] != "http":
         return
     await send({"type": "http.response.start", "status": 418, "headers": []})
-    await send({"type": "http.response.body", "body": scope["path"].encode()})
+    await send({"type": "http.response.body", "body": asgi_scope["path"].encode()})
 
 
 def echo_request(text: str = "hi") -> tuple[dict[str, str], bytes]:
@@ -273,8 +273,8 @@ async def test_lifespan_messages_are_passed_unchanged() -> None:
     """Lifespan events reach a bare app as they were sent."""
     received: list[str] = []
 
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        assert scope["type"] == "lifespan"
+    async def app(asgi_scope: Scope, receive: Receive, send: Send) -> None:
+        assert asgi_scope["type"] == "lifespan"
         while True:
             message = await receive()
             received.append(message["type"])

@@ -344,7 +344,7 @@ async def test_status_follows_who_cancelled(otel: Otel, reason: CancelReason) ->
         tasks.start_soon(wire_for("tools/call", {"name": "slow"}).run, app)
         await wait_for(probe.started)
         assert probe.ctx is not None
-        probe.ctx._scope.cancel(reason)
+        probe.ctx._request_scope.cancel(reason)
     span = otel.span("tools/call slow")
     assert attrs(span)["mcp_asgi.cancellation.reason"] == reason.value
     assert attrs(span)["mcp_asgi.cancellation.outcome"] == "exited"
