@@ -111,6 +111,8 @@ class McpMiddleware:
         )
 
     async def __call__(self, asgi_scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve an HTTP request to the MCP path; run the server's bus around a lifespan
+        (and cancel what is in flight at its shutdown); pass everything else to the app."""
         if asgi_scope["type"] == "http" and _route_path(asgi_scope) in self._paths:
             self._attach_bus()
             await self._serve_guarded(asgi_scope, receive, send)

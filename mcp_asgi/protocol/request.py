@@ -9,6 +9,8 @@ from typing import Any, Final, Protocol
 from mcp_asgi.protocol.jsonrpc import RequestId
 
 PROTOCOL_VERSION: Final = "2026-07-28"
+"""The protocol revision served (`MCP-Protocol-Version`, `_meta`), and the one
+`mcp_asgi.testing`'s client speaks."""
 
 
 MODERN_VERSIONS: Final = (PROTOCOL_VERSION,)

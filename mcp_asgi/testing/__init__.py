@@ -17,8 +17,8 @@ A client of the library, outside its layers: imports nothing from mcp_asgi but t
 protocol's constants.
 """
 
+from mcp_asgi.protocol.request import PROTOCOL_VERSION
 from mcp_asgi.testing.client import (
-    PROTOCOL_VERSION,
     LiveServer,
     McpResponse,
     McpStream,

@@ -28,12 +28,10 @@ import anyio
 from anyio.abc import SocketStream
 from starlette.types import ASGIApp
 
+from mcp_asgi.protocol.request import NAME_PARAM, PROTOCOL_VERSION
 from mcp_asgi.testing.http_client import BodyReader, event_data, parse_messages, split_event
 
-PROTOCOL_VERSION = "2026-07-28"
-"""The protocol revision the client speaks (`MCP-Protocol-Version`, `_meta`)."""
 _SAFE = re.compile(r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$")
-_NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
 @dataclass(frozen=True)
@@ -232,7 +230,7 @@ class McpTestClient:
             "mcp-protocol-version": PROTOCOL_VERSION,
             "mcp-method": method,
         }
-        key = _NAME_PARAM.get(method)
+        key = NAME_PARAM.get(method)
         params = body.get("params")
         if key and isinstance(params, Mapping) and isinstance(params.get(key), str):
             headers["mcp-name"] = encode_header_value(params[key])
