@@ -8,19 +8,31 @@ backend options) drives every deadline, and the times in records, without waitin
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 Clock = Callable[[], float]
 """Seconds on a monotonic clock; callable from any thread."""
 
+_ASYNCIO_TIME = asyncio.BaseEventLoop.time  # time.monotonic()
+
 
 def loop_clock() -> Clock:
-    """The running event loop's clock (asyncio's `loop.time`, or trio's current clock)."""
+    """The running event loop's clock (asyncio's `loop.time`, or trio's current clock).
+
+    On asyncio's own loops that is `time.monotonic`, returned directly (it is called on
+    every request).
+    """
     try:
-        if asyncio.current_task() is not None:  # not a trio task hosted on asyncio
-            return asyncio.get_running_loop().time
-    except RuntimeError:  # no asyncio loop in this thread
-        pass
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # no asyncio loop in this thread: trio
+        return _trio_clock()
+    if asyncio.current_task(loop) is None:  # a trio task hosted on asyncio (guest mode)
+        return _trio_clock()
+    return time.monotonic if type(loop).time is _ASYNCIO_TIME else loop.time
+
+
+def _trio_clock() -> Clock:
     import trio  # anyio runs on asyncio or trio; trio is imported only when it is the loop
 
     return trio.lowlevel.current_clock().current_time

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.protocol.jsonrpc import JsonObject, McpError
@@ -31,13 +31,14 @@ class SideEffect:
     at: float
 
 
-@dataclass(frozen=True, slots=True)
-class RequestRecord:
+class RequestRecord(NamedTuple):
     """A request as its scope knew it at one moment (`at`), on the event loop's clock.
 
     `error` is the JSON-RPC error the client was sent (the handler's, a server-side
     cancel's, or the -32603 that replaced a reply that could not be encoded), and
-    `exception` the handler's unexpected exception behind an -32603.
+    `exception` the handler's unexpected exception behind an -32603. Immutable; a named
+    tuple because one is made at the end of every request (half the cost of a frozen
+    dataclass).
     """
 
     request: McpRequest

@@ -80,6 +80,7 @@ class RequestScope:
         self._timeout = timeout
         self._deadline = math.inf if timeout is None else self._started + timeout
         self._observer = observer
+        self._observes_end = type(observer).ended is not ScopeObserver.ended
         self._cancel_grace = cancel_grace
         self._cancel_on_disconnect = cancel_on_disconnect
         self._on_server_end = on_server_end
@@ -343,6 +344,8 @@ class RequestScope:
         self._ended = True
         if self._reason is not None and self._outcome is None:
             self._outcome = "orphaned" if self._work.running else "exited"
+        if self._reason is None and not self._observes_end:
+            return  # nobody to tell: no record to make (the common case without an SDK)
         record = self._tell(self._observer.ended)
         if self._reason is not None:
             with self._observer.activate():
