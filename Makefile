@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 NODE_STAMP := tests/node/node_modules/.installed-stamp
 
-.PHONY: run test test-deps lint typecheck contracts docs docs-strict pytest bench bench-quick format clean
+.PHONY: run test test-deps lint typecheck contracts docs docs-strict pytest conformance bench bench-quick format clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,12 +37,17 @@ docs-strict: $(STAMP)  ## the same build, failing on any warning (a broken link,
 test-deps:  ## system packages the tests need: redis-server (the Redis bus tests)
 	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
 
-$(NODE_STAMP): tests/node/package.json tests/node/package-lock.json  ## the TypeScript SDK client (interop tests)
+# tests/node from its lockfile: the TypeScript SDK clients (interop tests), the official
+# conformance suite (0.2.x, and 0.1.x as conformance-2025) and the Node 22 binary it needs
+$(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
 	npm ci --prefix tests/node --no-audit --no-fund
 	touch $(NODE_STAMP)
 
 pytest: $(STAMP) test-deps $(NODE_STAMP)
 	$(BIN)/python -m pytest
+
+conformance: $(STAMP) $(NODE_STAMP)  ## only the official MCP conformance suite (tests/conformance)
+	$(BIN)/python -m pytest tests/conformance
 
 format: $(STAMP)
 	$(BIN)/ruff format mcp_asgi tests examples bench
