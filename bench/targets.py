@@ -202,9 +202,10 @@ def _disable_telemetry(middleware: Any) -> None:
         def begin(self, scope: Any, request: Any) -> ScopeObserver:
             return ScopeObserver()
 
-    if not hasattr(middleware, "_telemetry"):
-        raise SystemExit("mcp_asgi-notel: McpMiddleware has no _telemetry attribute any more")
-    middleware._telemetry = Off()
+    inflight: Any = getattr(middleware, "_inflight", None)
+    if not hasattr(middleware, "_telemetry") or not hasattr(inflight, "_telemetry"):
+        raise SystemExit("mcp_asgi-notel: the middleware's telemetry is no longer where it was")
+    middleware._telemetry = inflight._telemetry = Off()  # rejections, and requests
 
 
 # -- the official SDK --------------------------------------------------------------------

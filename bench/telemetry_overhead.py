@@ -64,7 +64,8 @@ def build(variant: str) -> tuple[McpMiddleware, Callable[[], None]]:
     if variant in ("off", "api-noop"):
         app = McpMiddleware(_not_found, server=_server())
         if variant == "off":
-            app._telemetry = TelemetryOff()  # type: ignore[assignment]
+            off = TelemetryOff()
+            app._telemetry = app._inflight._telemetry = off  # type: ignore[assignment]
         return app, lambda: None
     sampler = ALWAYS_OFF if variant == "sdk-unsampled" else None
     tracer_provider, meter_provider = noop_providers(
