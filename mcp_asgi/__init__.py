@@ -5,18 +5,42 @@ from mcp_asgi._version import __version__
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled
 from mcp_asgi.middleware import McpMiddleware
 from mcp_asgi.protocol.jsonrpc import McpError
+from mcp_asgi.server.content import (
+    Audio,
+    BlobResource,
+    ContentBlock,
+    EmbeddedResource,
+    Image,
+    ResourceLink,
+    TextContent,
+    TextResource,
+    ToolResult,
+)
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import McpServer
+from mcp_asgi.server.metadata import Annotations, Icon, ToolAnnotations
 from mcp_asgi.settings import McpSettings
 
 __all__ = [
+    "Annotations",
+    "Audio",
+    "BlobResource",
     "CancelReason",
     "CancelToken",
+    "ContentBlock",
     "Context",
+    "EmbeddedResource",
+    "Icon",
+    "Image",
     "McpError",
     "McpMiddleware",
     "McpServer",
     "McpSettings",
     "RequestCancelled",
+    "ResourceLink",
+    "TextContent",
+    "TextResource",
+    "ToolAnnotations",
+    "ToolResult",
     "__version__",
 ]

@@ -8,14 +8,26 @@ import mcp_asgi
 from mcp_asgi import McpMiddleware, McpServer
 
 EXPORTED = [
+    "Annotations",
+    "Audio",
+    "BlobResource",
     "CancelReason",
     "CancelToken",
+    "ContentBlock",
     "Context",
+    "EmbeddedResource",
+    "Icon",
+    "Image",
     "McpError",
     "McpMiddleware",
     "McpServer",
     "McpSettings",
     "RequestCancelled",
+    "ResourceLink",
+    "TextContent",
+    "TextResource",
+    "ToolAnnotations",
+    "ToolResult",
     "__version__",
 ]
 

@@ -4,6 +4,9 @@
     registry     the @tool / @resource / @prompt decorators
     primitives   Tool, Resource, Prompt: their descriptions and how to call them
     schema       type hints and docstrings -> JSON Schema, argument validation
+    json_schema  a schema given verbatim (input_schema=, output_schema=): checked, validating
+    metadata     icons, annotations, _meta: their shapes and checks
+    content      content blocks, resource contents, ToolResult: what handlers return
     methods      listing, tools/call, resources/read, prompts/get, completion
     changes      notify_*_changed and runtime removal
     listen       subscriptions/listen streams on the notification bus

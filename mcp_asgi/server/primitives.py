@@ -13,13 +13,23 @@ import pydantic
 from pydantic_core import PydanticSerializationError
 
 from mcp_asgi._loggers import errors_logger as _errors
-from mcp_asgi.protocol.jsonrpc import INVALID_PARAMS, JsonObject, McpError
+from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JsonObject, McpError
 from mcp_asgi.protocol.request import ParamHeader
+from mcp_asgi.server.content import (
+    InvalidResult,
+    ToolResult,
+    message_content,
+    resource_contents,
+    tool_content,
+)
 from mcp_asgi.server.context import Context
+from mcp_asgi.server.json_schema import JsonSchema
+from mcp_asgi.server.metadata import NO_EXTRAS, Extras
 from mcp_asgi.server.schema import (
     HandlerSignature,
     OutputSpec,
     inspect_handler,
+    json_value,
     output_spec,
     param_headers,
 )
@@ -42,11 +52,11 @@ class Tool:
     signature: HandlerSignature
     output: OutputSpec
     description: str | None
-    title: str | None
-    annotations: JsonObject | None
+    extras: Extras
     timeout: float | None
     input_schema: JsonObject
     headers: tuple[ParamHeader, ...]
+    arguments_schema: JsonSchema | None = None  # the input_schema= given, checking arguments
 
     @classmethod
     def build(
@@ -54,35 +64,52 @@ class Tool:
         fn: Handler,
         *,
         name: str,
-        title: str | None,
         description: str | None,
-        annotations: JsonObject | None,
         timeout: float | None,
+        extras: Extras = NO_EXTRAS,
+        input_schema: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> Tool:
+        """Read the handler; `input_schema` and `output_schema` replace the schemas its
+        hints would give (`TypeError`/`ValueError` naming the tool if one is unusable)."""
+        owner = f"tool {name!r}"
         signature = inspect_handler(fn, name=name)
-        schema = signature.input_schema()
+        given = None
+        if input_schema is not None:
+            given = JsonSchema(input_schema, owner=owner, option="input_schema")
+            _check_input_schema(given.schema, signature, owner)
+        returned = None
+        if output_schema is not None:
+            returned = JsonSchema(output_schema, owner=owner, option="output_schema")
+        schema = given.schema if given is not None else signature.input_schema()
         return cls(
             name=name,
             fn=fn,
             signature=signature,
-            output=output_spec(fn),
+            output=output_spec(fn, returned),
             description=description,
-            title=title,
-            annotations=annotations,
+            extras=extras,
             timeout=timeout,
             input_schema=schema,
             headers=param_headers(schema, name=name),
+            arguments_schema=given,
         )
 
     def describe(self) -> JsonObject:
         entry: JsonObject = {"name": self.name, "inputSchema": self.input_schema}
-        _put(entry, title=self.title, description=self.description, annotations=self.annotations)
+        _put(entry, description=self.description)
         if self.output.schema is not None:
             entry["outputSchema"] = self.output.schema
+        self.extras.put_into(entry)
         return entry
 
     async def call(self, arguments: Mapping[str, Any], ctx: Context) -> JsonObject:
-        """Run the tool; bad arguments and tool exceptions become `isError` results."""
+        """Run the tool; bad arguments, tool exceptions and return values that cannot be
+        sent become `isError` results."""
+        if self.arguments_schema is not None:
+            problem = self.arguments_schema.problems(dict(arguments))
+            if problem is not None:
+                return tool_error(f"Invalid arguments for tool {self.name!r}: {problem}")
         try:
             kwargs = self.signature.bind(dict(arguments), ctx)
         except pydantic.ValidationError as exc:
@@ -97,21 +124,48 @@ class Tool:
             return tool_error(f"Tool {self.name!r} failed: {type(exc).__name__}: {exc}")
         try:
             return self._result(value)
-        except (pydantic.ValidationError, PydanticSerializationError) as exc:
+        except (pydantic.ValidationError, PydanticSerializationError, InvalidResult) as exc:
             _errors.error(
-                "tool %r returned a value that does not match its return annotation",
+                "tool %r returned a value that cannot be sent: %s",
                 self.name,
-                exc_info=True,
+                exc,
+                exc_info=not isinstance(exc, InvalidResult),
                 extra=_fields(ctx),
             )
             return tool_error(f"Tool {self.name!r} returned an invalid result: {exc}")
 
     def _result(self, value: Any) -> JsonObject:
-        structured = self.output.structured(value)
-        if structured is not None:
+        """The `tools/call` result for what the handler returned: a `ToolResult` as it is,
+        content blocks as content, else structured content (a tool with an output schema)
+        or one text block."""
+        if isinstance(value, ToolResult):
+            structured = None
+            if value.structured_content is not None:
+                structured = json_value(value.structured_content)
+                if not value.is_error:
+                    self.output.conform(structured)
+            return value.to_json(structured)
+        blocks = tool_content(value)
+        if blocks is not None:
+            return {"content": blocks}
+        if self.output.schema is not None:
+            structured = self.output.structured(value)
             text = json.dumps(structured, ensure_ascii=False)
             return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
         return {"content": to_content(value)}
+
+
+def _check_input_schema(schema: JsonObject, signature: HandlerSignature, owner: str) -> None:
+    """A tool's `input_schema=`: an object schema whose properties the handler takes."""
+    if schema.get("type") != "object":
+        raise ValueError(f'{owner}: input_schema needs "type": "object" at its root (MCP)')
+    properties = schema.get("properties", {})
+    unknown = [p for p in properties if p not in signature.parameters]
+    if unknown:
+        raise ValueError(
+            f"{owner}: input_schema property {unknown[0]!r} is not a parameter of the "
+            f"handler (its parameters: {', '.join(signature.parameters) or 'none'})"
+        )
 
 
 def _fields(ctx: Context) -> dict[str, Any]:
@@ -142,10 +196,18 @@ class Resource:
     description: str | None
     mime_type: str | None
     pattern: re.Pattern[str] | None = field(default=None)
+    extras: Extras = field(default=NO_EXTRAS)
 
     @classmethod
     def build(
-        cls, fn: Handler, *, uri: str, name: str, description: str | None, mime_type: str | None
+        cls,
+        fn: Handler,
+        *,
+        uri: str,
+        name: str,
+        description: str | None,
+        mime_type: str | None,
+        extras: Extras = NO_EXTRAS,
     ) -> Resource:
         signature = inspect_handler(fn, name=name)
         variables = _TEMPLATE_VAR.findall(uri)
@@ -156,7 +218,7 @@ class Resource:
                 f"handler's parameters {sorted(params)}"
             )
         pattern = _compile_template(uri) if variables else None
-        return cls(uri, fn, signature, name, description, mime_type, pattern)
+        return cls(uri, fn, signature, name, description, mime_type, pattern, extras)
 
     @property
     def is_template(self) -> bool:
@@ -166,6 +228,7 @@ class Resource:
         key = "uriTemplate" if self.is_template else "uri"
         entry: JsonObject = {key: self.uri, "name": self.name}
         _put(entry, description=self.description, mimeType=self.mime_type)
+        self.extras.put_into(entry)
         return entry
 
     def match(self, uri: str) -> dict[str, str] | None:
@@ -182,6 +245,12 @@ class Resource:
                 INVALID_PARAMS, f"Invalid resource URI {uri!r}: {_describe(exc)}"
             ) from None
         value = await invoke(self.signature, self.fn, kwargs, ctx)
+        try:
+            several = resource_contents(value)
+        except InvalidResult as exc:
+            raise _invalid(f"Resource {uri!r}", exc, ctx) from None
+        if several is not None:
+            return {"contents": [c.to_json(uri=uri, mime_type=self.mime_type) for c in several]}
         content: JsonObject = {"uri": uri}
         if self.mime_type:
             content["mimeType"] = self.mime_type
@@ -200,16 +269,19 @@ class Prompt:
     name: str
     fn: Handler
     signature: HandlerSignature
-    title: str | None
     description: str | None
+    extras: Extras = field(default=NO_EXTRAS)
 
     @classmethod
-    def build(cls, fn: Handler, *, name: str, title: str | None, description: str | None) -> Prompt:
-        return cls(name, fn, inspect_handler(fn, name=name), title, description)
+    def build(
+        cls, fn: Handler, *, name: str, description: str | None, extras: Extras = NO_EXTRAS
+    ) -> Prompt:
+        return cls(name, fn, inspect_handler(fn, name=name), description, extras)
 
     def describe(self) -> JsonObject:
         entry: JsonObject = {"name": self.name}
-        _put(entry, title=self.title, description=self.description)
+        _put(entry, description=self.description)
+        self.extras.put_into(entry)
         arguments = []
         for arg, info in self.signature.parameters.items():
             item: JsonObject = {"name": arg, "required": info.is_required()}
@@ -227,25 +299,38 @@ class Prompt:
                 INVALID_PARAMS, f"Invalid arguments for prompt {self.name!r}: {_describe(exc)}"
             ) from None
         value = await invoke(self.signature, self.fn, kwargs, ctx)
-        result: JsonObject = {"messages": _to_messages(value)}
+        try:
+            messages = _to_messages(value)
+        except InvalidResult as exc:
+            raise _invalid(f"Prompt {self.name!r}", exc, ctx) from None
+        result: JsonObject = {"messages": messages}
         _put(result, description=self.description)
         return result
 
 
 def _to_messages(value: Any) -> list[JsonObject]:
-    items = value if isinstance(value, list) else [value]
+    """A prompt's messages: each item a content block or `str` (a `user` message), or a
+    `{"role": ..., "content": ...}` dict whose content is a block, a `str` or a block's dict."""
+    items = value if isinstance(value, (list, tuple)) else [value]
     messages: list[JsonObject] = []
-    for item in items:
-        if isinstance(item, str):
-            messages.append({"role": "user", "content": {"type": "text", "text": item}})
-        elif isinstance(item, dict) and "role" in item and "content" in item:
-            content = item["content"]
-            if isinstance(content, str):
-                content = {"type": "text", "text": content}
-            messages.append({"role": item["role"], "content": content})
-        else:
-            raise TypeError("a prompt must return str, or a list of str or {role, content} dicts")
+    for index, item in enumerate(items):
+        where = f"message {index}"
+        role: Any = "user"
+        content = item
+        if isinstance(item, dict) and "type" not in item:
+            if "role" not in item or "content" not in item:
+                raise InvalidResult(f"{where} is a dict without 'role' and 'content'")
+            role, content = item["role"], item["content"]
+            if role not in ("user", "assistant"):
+                raise InvalidResult(f"{where} has the role {role!r}: 'user' or 'assistant'")
+        messages.append({"role": role, "content": message_content(content, where)})
     return messages
+
+
+def _invalid(what: str, exc: InvalidResult, ctx: Context) -> McpError:
+    """The -32603 error for a resource or prompt handler's result that cannot be sent."""
+    _errors.error("%s returned a value that cannot be sent: %s", what, exc, extra=_fields(ctx))
+    return McpError(INTERNAL_ERROR, f"{what} returned an invalid result: {exc}")
 
 
 def _compile_template(template: str) -> re.Pattern[str]:

@@ -8,10 +8,19 @@ from the handler, and refuses a name that is already taken.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
-from mcp_asgi.protocol.jsonrpc import JsonObject
+from mcp_asgi.server.metadata import (
+    Annotations,
+    Extras,
+    Icon,
+    ToolAnnotations,
+    check_annotations,
+    check_icons,
+    check_meta,
+    check_tool_annotations,
+)
 from mcp_asgi.server.primitives import Prompt, Resource, Tool
 from mcp_asgi.server.schema import inspect_handler, parse_docstring
 
@@ -41,7 +50,11 @@ class Registry:
         *,
         title: str | None = None,
         description: str | None = None,
-        annotations: JsonObject | None = None,
+        annotations: ToolAnnotations | None = None,
+        icons: Sequence[Icon] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        input_schema: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
         timeout: float | None = None,
     ) -> Callable[[F], F]: ...
 
@@ -51,7 +64,11 @@ class Registry:
         *,
         title: str | None = None,
         description: str | None = None,
-        annotations: JsonObject | None = None,
+        annotations: ToolAnnotations | None = None,
+        icons: Sequence[Icon] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        input_schema: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
         timeout: float | None = None,
     ) -> Any:
         """Register a tool (`@server.tool` or `@server.tool(...)`).
@@ -64,8 +81,20 @@ class Registry:
         - `title`: a human-readable name for user interfaces.
         - `description`: what the tool does, for the model; default: the docstring's text
           before its `Args:` section.
-        - `annotations`: the MCP `ToolAnnotations` hints, sent as given, e.g.
-          `{"readOnlyHint": True, "destructiveHint": False}`.
+        - `annotations`: the MCP `ToolAnnotations` hints, e.g.
+          `{"readOnlyHint": True, "destructiveHint": False}` (`title`, `readOnlyHint`,
+          `destructiveHint`, `idempotentHint`, `openWorldHint`; other keys are refused).
+        - `icons`: icons a client may show, e.g. `[{"src": "https://.../t.png",
+          "mimeType": "image/png", "sizes": ["48x48"]}]`.
+        - `meta`: the tool's `_meta` in `tools/list` (keys like `"com.example/owner"`).
+        - `input_schema`: the `inputSchema` to list instead of the one the parameters'
+          hints give, kept verbatim (a JSON Schema 2020-12 object schema unless its
+          `$schema` names another dialect). Arguments are validated against it before
+          the handler's own type hints convert them; its `properties` must be handler
+          parameters.
+        - `output_schema`: the `outputSchema` to list instead of the one the return
+          annotation gives, kept verbatim. What the tool returns (unless content blocks or
+          a `ToolResult` with `is_error`) is its `structuredContent`, and must match it.
         - `timeout`: seconds after which a call is cancelled (reason `timeout`); it can only
           shorten the endpoint's `max_request_duration`, not extend it.
 
@@ -80,13 +109,21 @@ class Registry:
 
         def register(fn: F) -> F:
             tool_name = name or fn.__name__
+            owner = f"tool {tool_name!r}"
+            extras = Extras(
+                title=_check_title(title, owner),
+                icons=check_icons(icons, owner=owner),
+                annotations=check_tool_annotations(annotations, owner=owner),
+                meta=check_meta(meta, owner=owner),
+            )
             tool = Tool.build(
                 fn,
                 name=tool_name,
-                title=title,
                 description=description or parse_docstring(fn)[0],
-                annotations=annotations,
                 timeout=timeout,
+                extras=extras,
+                input_schema=input_schema,
+                output_schema=output_schema,
             )
             self._add(self._tools, tool_name, tool)
             return fn
@@ -98,8 +135,12 @@ class Registry:
         uri: str,
         *,
         name: str | None = None,
+        title: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
+        annotations: Annotations | None = None,
+        icons: Sequence[Icon] | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> Callable[[F], F]:
         """Register a resource at a fixed URI or a URI template such as `notes://{id}`.
 
@@ -107,9 +148,14 @@ class Registry:
           `{variables}` it is a template, listed by `resources/templates/list`, and the
           variables must be exactly the handler's parameters (each matches one segment).
         - `name`: the name listed to clients; default: the function's name.
+        - `title`: a human-readable name for user interfaces.
         - `description`: default: the docstring's text before its `Args:` section.
         - `mime_type`: the `mimeType` of what the handler returns; default: none for text
           and bytes, `application/json` for anything else.
+        - `annotations`: hints for the client, e.g. `{"audience": ["user"],
+          "priority": 0.8, "lastModified": "2026-07-28T12:00:00Z"}`.
+        - `icons`: icons a client may show (`[{"src": ..., "mimeType": ...}]`).
+        - `meta`: the resource's `_meta` in `resources/list`.
 
         A URI can be registered only once. Returns the function unchanged.
         """
@@ -118,6 +164,14 @@ class Registry:
         if "://" not in uri:
             raise ValueError(f"resource URI {uri!r} must have a scheme, e.g. 'file:///x'")
 
+        owner = f"resource {uri!r}"
+        extras = Extras(
+            title=_check_title(title, owner),
+            icons=check_icons(icons, owner=owner),
+            annotations=check_annotations(annotations, owner=owner),
+            meta=check_meta(meta, owner=owner),
+        )
+
         def register(fn: F) -> F:
             resource = Resource.build(
                 fn,
@@ -125,6 +179,7 @@ class Registry:
                 name=name or fn.__name__,
                 description=description or parse_docstring(fn)[0],
                 mime_type=mime_type,
+                extras=extras,
             )
             self._add(self._resources, uri, resource)
             return fn
@@ -136,7 +191,13 @@ class Registry:
 
     @overload
     def prompt(
-        self, name: str | None = None, *, title: str | None = None, description: str | None = None
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        icons: Sequence[Icon] | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> Callable[[F], F]: ...
 
     def prompt(
@@ -145,6 +206,8 @@ class Registry:
         *,
         title: str | None = None,
         description: str | None = None,
+        icons: Sequence[Icon] | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> Any:
         """Register a prompt (`@server.prompt` or `@server.prompt(...)`); its parameters are
         the prompt's (string) arguments.
@@ -153,6 +216,8 @@ class Registry:
         - `title`: a human-readable name for user interfaces.
         - `description`: default: the docstring's text before its `Args:` section, whose
           lines describe the arguments.
+        - `icons`: icons a client may show (`[{"src": ..., "mimeType": ...}]`).
+        - `meta`: the prompt's `_meta` in `prompts/list`.
 
         Returns the function unchanged.
         """
@@ -163,7 +228,13 @@ class Registry:
         def register(fn: F) -> F:
             prompt_name = name or fn.__name__
             summary = description or parse_docstring(fn)[0]
-            prompt = Prompt.build(fn, name=prompt_name, title=title, description=summary)
+            owner = f"prompt {prompt_name!r}"
+            extras = Extras(
+                title=_check_title(title, owner),
+                icons=check_icons(icons, owner=owner),
+                meta=check_meta(meta, owner=owner),
+            )
+            prompt = Prompt.build(fn, name=prompt_name, description=summary, extras=extras)
             self._add(self._prompts, prompt_name, prompt)
             return fn
 
@@ -201,3 +272,9 @@ class Registry:
 def _check_name(name: str | None, what: str) -> None:
     if name is not None and (not isinstance(name, str) or not name):
         raise TypeError(f"{what} name must be a non-empty string")
+
+
+def _check_title(title: str | None, owner: str) -> str | None:
+    if title is not None and not isinstance(title, str):
+        raise TypeError(f"{owner}: title must be a str, not {type(title).__name__}")
+    return title

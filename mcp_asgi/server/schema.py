@@ -16,7 +16,9 @@ from pydantic.fields import FieldInfo
 
 from mcp_asgi.lifecycle.cancel import CancelToken
 from mcp_asgi.protocol.request import ParamHeader
+from mcp_asgi.server.content import InvalidResult, is_content_type
 from mcp_asgi.server.context import Context
+from mcp_asgi.server.json_schema import JsonSchema
 
 _ARGS_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
 _ARG_LINE = re.compile(r"^\s+(\*{0,2}\w+)(?:\s*\([^)]*\))?\s*:\s*(.*)$")
@@ -145,26 +147,60 @@ def parse_docstring(fn: Callable[..., Any]) -> tuple[str | None, dict[str, str]]
 
 @dataclass(frozen=True, slots=True)
 class OutputSpec:
-    """How a tool's return value becomes `structuredContent`."""
+    """How a tool's return value becomes `structuredContent`: through the return
+    annotation (`adapter`), checked against the `output_schema=` given (`given`), if any.
+    A tool with no `schema` returns unstructured content."""
 
     schema: dict[str, Any] | None
     adapter: TypeAdapter[Any] | None
     wrap: bool
+    given: JsonSchema | None = None
 
     def structured(self, value: Any) -> Any:
-        """The JSON value for `structuredContent`, or None for unstructured output."""
+        """The JSON value for `structuredContent` (for a tool with a `schema`).
+
+        Raises `pydantic.ValidationError` for a value that does not fit the annotation,
+        `InvalidResult` for one the given schema refuses.
+        """
         if self.adapter is None:
-            return None
-        checked = self.adapter.validate_python(value)  # a dict for a model return is fine
-        data = self.adapter.dump_python(checked, mode="json", warnings="error")
-        return {"result": data} if self.wrap else data
+            data = json_value(value)
+        else:
+            checked = self.adapter.validate_python(value)  # a dict for a model return is fine
+            data = self.adapter.dump_python(checked, mode="json", warnings="error")
+        data = {"result": data} if self.wrap else data
+        self.conform(data)
+        return data
+
+    def conform(self, data: Any) -> None:
+        """Raise `InvalidResult` if `data` does not match the given output schema."""
+        problem = self.given.problems(data) if self.given is not None else None
+        if problem is not None:
+            raise InvalidResult(
+                f"its structured content does not match its output schema: {problem}"
+            )
 
 
-def output_spec(fn: Callable[..., Any]) -> OutputSpec:
-    """Derive the output schema from the return annotation (objects as-is, others wrapped)."""
+_ANY: Final[TypeAdapter[Any]] = TypeAdapter(Any)
+
+
+def json_value(value: Any) -> Any:
+    """`value` as JSON data: pydantic's JSON mode (models, dataclasses, dates...)."""
+    return _ANY.dump_python(value, mode="json", warnings="error")
+
+
+def output_spec(fn: Callable[..., Any], given: JsonSchema | None = None) -> OutputSpec:
+    """The output schema: `given` (the tool's `output_schema=`), else derived from the
+    return annotation (objects as they are, other types wrapped in `{"result": ...}`).
+    Content blocks and `ToolResult` in the annotation, `str`, `None` or none at all mean
+    unstructured content."""
     annotation = typing.get_type_hints(fn, include_extras=True).get("return", Any)
-    if annotation in (Any, str, type(None), None) or _is_awaitable(annotation):
-        return OutputSpec(None, None, False)
+    unstructured = annotation in (Any, str, type(None), None)
+    if unstructured or _is_awaitable(annotation) or is_content_type(annotation):
+        if given is None:
+            return OutputSpec(None, None, False)
+        return OutputSpec(given.schema, None, False, given)
+    if given is not None:
+        return OutputSpec(given.schema, TypeAdapter(annotation), False, given)
     adapter: TypeAdapter[Any] = TypeAdapter(annotation)
     schema = adapter.json_schema(mode="serialization")
     if _is_object(annotation):
