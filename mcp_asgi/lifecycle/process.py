@@ -10,13 +10,15 @@ from types import TracebackType
 from typing import Any, Final
 
 import anyio
-from anyio.abc import ByteReceiveStream
+from anyio.abc import ByteReceiveStream, Process
 
 from mcp_asgi.lifecycle.process_group import Argv, Child, Owner
 
 __all__ = ["Argv", "ProcessLines", "run"]  # Argv: from `_process_group`, for `context`
 
 _CHUNK: Final = 65536
+_FIRST_POLL: Final = 0.001  # seconds: polling for the command's exit, doubling up to
+_LAST_POLL: Final = 0.05  # this (only while its pipes outlive it)
 
 
 async def run(
@@ -47,6 +49,10 @@ async def run(
             for name, stream in (("stdout", process.stdout), ("stderr", process.stderr)):
                 if stream is not None:
                     readers.start_soon(_collect, stream, output, name)
+            # what the command leaves in its group may hold its pipes open (a background
+            # job's inherited stdout; on uvloop any job, which inherits the pipes' spare
+            # descriptors): stopped when the command exits, so the readers see the end
+            readers.start_soon(_stop_leftovers_on_exit, child)
             if process.stdin is not None:
                 async with process.stdin:
                     if input:
@@ -58,6 +64,29 @@ async def run(
     if check and returncode:
         raise subprocess.CalledProcessError(returncode, list(argv), stdout, stderr)
     return subprocess.CompletedProcess(list(argv), returncode, stdout, stderr)
+
+
+async def _stop_leftovers_on_exit(child: Child) -> None:
+    """Once the command itself has exited, stop what is left in its group."""
+    await _exited(child.process)
+    await child.stop_leftovers()
+
+
+async def _exited(process: Process) -> None:
+    """Return once the process has exited. `wait()` alone is not enough: on asyncio it
+    also waits for the pipes to close, which a process left in the group may delay."""
+    async with anyio.create_task_group() as either:
+
+        async def poll() -> None:
+            delay = _FIRST_POLL
+            while process.returncode is None:
+                await anyio.sleep(delay)
+                delay = min(2 * delay, _LAST_POLL)
+            either.cancel_scope.cancel()
+
+        either.start_soon(poll)
+        await process.wait()
+        either.cancel_scope.cancel()
 
 
 async def _collect(stream: ByteReceiveStream, output: dict[str, bytes], name: str) -> None:

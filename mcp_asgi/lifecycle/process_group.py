@@ -102,6 +102,11 @@ class Child:
             finally:
                 await self.process.aclose()
 
+    async def stop_leftovers(self) -> None:
+        """Once the leader has exited: stop what is left in its group (as `aclose` does,
+        without closing the pipes, so what is in them can still be read)."""
+        await self._stop_group()
+
     async def _stop_group(self) -> None:
         if not self._alive():
             return

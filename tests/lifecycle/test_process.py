@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
 
 from mcp_asgi import CancelReason, Context, McpServer
@@ -90,6 +91,13 @@ def build_server(probe: Probe, pgid_file: Path) -> McpServer:
     async def leaves_behind(ctx: Context) -> str:
         """A command that exits at once, leaving a background process in its group."""
         done = await ctx.run_process(shell("echo $$; sleep 60 >/dev/null 2>&1 &"))
+        probe.pgid = int(done.stdout)
+        return "done"
+
+    @server.tool()
+    async def leaves_a_job(script: str, ctx: Context) -> str:
+        """Runs a shell script that prints its pid and leaves a job running."""
+        done = await ctx.run_process(shell(script))
         probe.pgid = int(done.stdout)
         return "done"
 
@@ -182,6 +190,24 @@ async def test_what_a_handler_leaves_running_is_stopped(
     with serving(mcp_app(build_server(probe, pgid_file))) as client:
         result = await client.call_tool(tool)
     assert result["content"][0]["text"] == text
+    assert probe.pgid is not None
+    assert group_gone(probe.pgid)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+@pytest.mark.parametrize("output", [">/dev/null 2>&1", ""], ids=["redirected", "inherited"])
+async def test_a_command_returns_when_it_exits_though_a_leftover_holds_its_pipes(
+    probe: Probe, pgid_file: Path, loop: str, output: str
+) -> None:
+    """A command that exits leaving a job behind returns at once and the job is stopped,
+    also when the job holds the command's stdout (inherited, or on uvloop always: libuv
+    leaks the pipes' spare descriptors into every child, so the pipe would stay open until
+    the job ends)."""
+    with serving(mcp_app(build_server(probe, pgid_file)), loop=loop) as client:
+        with anyio.fail_after(10):
+            script = f"echo $$; sleep 60 {output} &"
+            result = await client.call_tool("leaves_a_job", {"script": script})
+    assert result["content"][0]["text"] == "done"
     assert probe.pgid is not None
     assert group_gone(probe.pgid)
 
