@@ -81,13 +81,22 @@ def session_method(session: LegacySession, method: str, params: Mapping[str, Any
 
 def legacy_result(result: JsonObject) -> JsonObject:
     """A 2026-07-28 result in its 2025 shape: without `resultType`, `ttlMs`, `cacheScope`
-    and the server info in `_meta` (a 2025-era client got that from `initialize`)."""
+    and the server info in `_meta` (a 2025-era client got that from `initialize`).
+
+    2025 says structured content is an object: a tool's `outputSchema` of another type is
+    left out of `tools/list` (a client would refuse the whole list) and so is
+    `structuredContent` that is not an object (its JSON is in the text block).
+    """
     kind = result.get("resultType", "complete")
     if kind != "complete":
         raise McpError(
             INTERNAL_ERROR, f"the result ({kind}) cannot be expressed in a 2025-era session"
         )
     shaped = {k: v for k, v in result.items() if k not in _MODERN_RESULT_KEYS}
+    if isinstance(shaped.get("tools"), list):
+        shaped["tools"] = [_legacy_tool(tool) for tool in shaped["tools"]]
+    if "structuredContent" in shaped and not isinstance(shaped["structuredContent"], dict):
+        del shaped["structuredContent"]
     meta = shaped.get("_meta")
     if isinstance(meta, dict):
         meta = {k: v for k, v in meta.items() if k != SERVER_INFO_KEY}
@@ -96,6 +105,14 @@ def legacy_result(result: JsonObject) -> JsonObject:
         else:
             del shaped["_meta"]
     return shaped
+
+
+def _legacy_tool(tool: Any) -> Any:
+    """A tool as listed to a 2025-era client: an `outputSchema` only for object output."""
+    schema = tool.get("outputSchema") if isinstance(tool, dict) else None
+    if schema is None or (isinstance(schema, dict) and schema.get("type") == "object"):
+        return tool
+    return {k: v for k, v in tool.items() if k != "outputSchema"}
 
 
 def legacy_error(error: ResourceNotFound) -> McpError:

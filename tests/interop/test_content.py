@@ -32,7 +32,7 @@ from mcp_asgi import (
 from mcp_asgi.testing import serve
 
 from ..helpers import mcp_app
-from ..servers import MODERN
+from ..servers import LATEST, MODERN
 
 NODE_DIR = Path(__file__).parent.parent / "node"
 NODE = shutil.which("node")
@@ -278,3 +278,52 @@ async def test_typescript_v2_client_reads_every_kind(url: str) -> None:
         ("assistant", "audio"),
     ]
     assert out["prompt"][2]["content"]["hex"] == WAV.hex()
+
+
+async def test_python_sdk_in_2025_mode(url: str) -> None:
+    """A 2025-era session gets the same blocks; a non-object output schema and structured
+    content are left out (2025 wants objects), the JSON text stays."""
+    async with Client(url, mode="legacy") as client:
+        assert client.protocol_version == LATEST
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        image = (await client.call_tool("image", {})).content[0]
+        shipped = await client.call_tool("shipment", {"pickup": 3})
+        full = await client.call_tool("full", {})
+    assert tools["shipment"].output_schema is None
+    assert tools["full"].output_schema == ORDER
+    assert isinstance(image, types.ImageContent)
+    assert base64.b64decode(image.data) == PNG
+    assert shipped.structured_content is None
+    assert isinstance(shipped.content[0], types.TextContent)
+    assert shipped.content[0].text == '["T3"]'
+    assert full.structured_content == {"id": 7}
+
+
+@pytest.mark.skipif(NODE is None, reason="Node.js is not installed")
+async def test_typescript_1x_client_in_2025_mode(url: str) -> None:
+    """The TypeScript SDK 1.x client parses the tool list and every result (it refuses a
+    list holding a non-object outputSchema, so that schema is left out for 2025 sessions)."""
+    assert NODE is not None
+    with anyio.fail_after(25):
+        done = await anyio.run_process(
+            [NODE, str(NODE_DIR / "content_legacy_client.mjs"), url],
+            cwd=NODE_DIR,
+            check=False,
+            stderr=subprocess.PIPE,
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    out = json.loads(done.stdout)
+    assert out["protocolVersion"] == LATEST
+    assert out["outputSchemas"]["shipment"] is None
+    assert out["outputSchemas"]["full"] == ORDER
+    assert out["image"] == PNG.hex()
+    assert out["mixed"]["types"] == [
+        "text",
+        "image",
+        "audio",
+        "resource_link",
+        "resource",
+        "resource",
+    ]
+    assert out["full"]["structuredContent"] == {"id": 7}
+    assert out["shipment"] == {"types": ["text"]}
