@@ -61,12 +61,6 @@ class JsonSchema:
         # An empty registry: a $ref can only name this schema or the dialects' meta-schemas.
         self._validator: Validator = cls(verbatim, registry=referencing.Registry())
 
-    @property
-    def dialect(self) -> str:
-        """The dialect's `$schema` URI."""
-        meta: str = type(self._validator).META_SCHEMA["$schema"]
-        return meta
-
     def problems(self, value: Any) -> str | None:
         """What is wrong with `value` under the schema (the most relevant problem, where it
         is, and how many more there are), or None if it is valid."""
