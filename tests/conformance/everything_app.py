@@ -18,7 +18,16 @@ import anyio
 from pydantic import BaseModel, Field
 from starlette.applications import Starlette
 
-from mcp_asgi import Context, McpMiddleware, McpServer
+from mcp_asgi import (
+    Audio,
+    Context,
+    EmbeddedResource,
+    Image,
+    McpMiddleware,
+    McpServer,
+    TextContent,
+    TextResource,
+)
 
 # A 1x1 PNG and a tiny WAV, as in the reference fixture.
 TEST_IMAGE_BASE64 = (
@@ -74,16 +83,12 @@ JSON_SCHEMA_2020_12_INPUT_SCHEMA: dict[str, Any] = {
 }
 
 
-def _text(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
+PNG = base64.b64decode(TEST_IMAGE_BASE64)
+WAV = base64.b64decode(TEST_AUDIO_BASE64)
 
 
-def _image() -> dict[str, Any]:
-    return {"type": "image", "data": TEST_IMAGE_BASE64, "mimeType": "image/png"}
-
-
-def _embedded(uri: str, text: str, mime_type: str = "text/plain") -> dict[str, Any]:
-    return {"type": "resource", "resource": {"uri": uri, "mimeType": mime_type, "text": text}}
+def _embedded(uri: str, text: str, mime_type: str = "text/plain") -> EmbeddedResource:
+    return EmbeddedResource(TextResource(text, uri=uri, mime_type=mime_type))
 
 
 class UserResponse(BaseModel):
@@ -172,29 +177,27 @@ def _tools(server: McpServer) -> None:
         """Tests simple text content response"""
         return "This is a simple text response for testing."
 
-    # PENDING (content blocks): without typed blocks a tool's non-str value is one JSON
-    # text block, so these four answer text where the suite expects image/audio/resource.
     @server.tool()
-    def test_image_content() -> list[dict[str, Any]]:
+    def test_image_content() -> Image:
         """Tests image content response"""
-        return [_image()]
+        return Image(PNG, "image/png")
 
     @server.tool()
-    def test_audio_content() -> list[dict[str, Any]]:
+    def test_audio_content() -> Audio:
         """Tests audio content response"""
-        return [{"type": "audio", "data": TEST_AUDIO_BASE64, "mimeType": "audio/wav"}]
+        return Audio(WAV, "audio/wav")
 
     @server.tool()
-    def test_embedded_resource() -> list[dict[str, Any]]:
+    def test_embedded_resource() -> EmbeddedResource:
         """Tests embedded resource content response"""
-        return [_embedded("test://embedded-resource", "This is an embedded resource content.")]
+        return _embedded("test://embedded-resource", "This is an embedded resource content.")
 
     @server.tool()
-    def test_multiple_content_types() -> list[dict[str, Any]]:
+    def test_multiple_content_types() -> list[TextContent | Image | EmbeddedResource]:
         """Tests response with multiple content types (text, image, resource)"""
         return [
-            _text("Multiple content types test:"),
-            _image(),
+            TextContent("Multiple content types test:"),
+            Image(PNG, "image/png"),
             _embedded(
                 "test://mixed-content-resource",
                 '{"test": "data", "value": 123}',
@@ -277,12 +280,10 @@ def _tools(server: McpServer) -> None:
         """Tests SEP-2243 Mcp-Param-* server-side validation"""
         return f"region={region}"
 
-    # PENDING (schema overrides): the scenario wants this exact inputSchema
-    # (JSON_SCHEMA_2020_12_INPUT_SCHEMA); without an input_schema= option the schema is
-    # derived from the signature, so its root-level 2020-12 keywords are missing.
-    @server.tool(name="json_schema_2020_12_tool")
+    @server.tool(name="json_schema_2020_12_tool", input_schema=JSON_SCHEMA_2020_12_INPUT_SCHEMA)
     def json_schema_2020_12_tool(
         name: str | None = None,
+        address: dict[str, Any] | None = None,
         contactMethod: str | None = None,  # noqa: N803 - the schema's property name
         phone: str | None = None,
         email: str | None = None,
@@ -432,52 +433,45 @@ def _resources(server: McpServer) -> None:
 
 def _prompts(server: McpServer) -> None:
     @server.prompt()
-    def test_simple_prompt() -> list[dict[str, Any]]:
+    def test_simple_prompt() -> str:
         """A simple prompt without arguments"""
-        return [{"role": "user", "content": _text("This is a simple prompt for testing.")}]
+        return "This is a simple prompt for testing."
 
     @server.prompt()
-    def test_prompt_with_arguments(arg1: str, arg2: str) -> list[dict[str, Any]]:
+    def test_prompt_with_arguments(arg1: str, arg2: str) -> str:
         """A prompt with required arguments
 
         Args:
             arg1: First test argument
             arg2: Second test argument
         """
-        text = f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
-        return [{"role": "user", "content": _text(text)}]
+        return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
 
     @server.prompt()
-    def test_prompt_with_embedded_resource(resourceUri: str) -> list[dict[str, Any]]:  # noqa: N803
+    def test_prompt_with_embedded_resource(resourceUri: str) -> list[EmbeddedResource | str]:  # noqa: N803
         """A prompt that includes an embedded resource
 
         Args:
             resourceUri: URI of the resource to embed
         """
         return [
-            {
-                "role": "user",
-                "content": _embedded(resourceUri, "Embedded resource content for testing."),
-            },
-            {"role": "user", "content": _text("Please process the embedded resource above.")},
+            _embedded(resourceUri, "Embedded resource content for testing."),
+            "Please process the embedded resource above.",
         ]
 
     @server.prompt()
-    def test_prompt_with_image() -> list[dict[str, Any]]:
+    def test_prompt_with_image() -> list[Image | str]:
         """A prompt that includes image content"""
-        return [
-            {"role": "user", "content": _image()},
-            {"role": "user", "content": _text("Please analyze the image above.")},
-        ]
+        return [Image(PNG, "image/png"), "Please analyze the image above."]
 
     @server.prompt()
-    async def test_input_required_result_prompt(ctx: Context) -> list[dict[str, Any]]:
+    async def test_input_required_result_prompt(ctx: Context) -> str:
         """Tests InputRequiredResult from prompts/get (a non-tool request)"""
         answer = await ctx.elicit(
             "What context should the prompt use?", CONTEXT_SCHEMA, key="user_context"
         )
         text = (answer.content or {}).get("context", "?")
-        return [{"role": "user", "content": _text(f"Use the following context: {text}")}]
+        return f"Use the following context: {text}"
 
     @server.completion(prompt="test_prompt_with_arguments")
     def complete_prompt_argument(argument: str, value: str, context: dict[str, str]) -> list[str]:
