@@ -1,0 +1,97 @@
+"""JSON over HTTP for the verifiers (httpx), and authorization-server metadata discovery
+(RFC 8414, OpenID Connect Discovery)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
+
+from mcp_asgi.auth.verifier import VerifierUnavailable
+
+TIMEOUT: Final = 5.0
+INSTALL: Final = "pip install 'mcp-asgi[auth]'"
+
+
+def require_httpx() -> Any:
+    """The httpx module, or an ImportError that says which extra to install."""
+    try:
+        import httpx
+    except ImportError as exc:  # pragma: no cover - the extra is installed in tests
+        raise ImportError(f"token verification needs httpx: {INSTALL}") from exc
+    return httpx
+
+
+async def get_json(url: str) -> dict[str, Any]:
+    """GET a JSON object; `VerifierUnavailable` on any failure."""
+    httpx = require_httpx()
+    try:
+        async with httpx.AsyncClient(timeout=TIMEOUT, follow_redirects=False) as client:
+            response = await client.get(url, headers={"accept": "application/json"})
+            response.raise_for_status()
+            data = response.json()
+    except Exception as exc:
+        raise VerifierUnavailable(f"GET {url} failed: {type(exc).__name__}") from None
+    if not isinstance(data, dict):
+        raise VerifierUnavailable(f"GET {url}: not a JSON object")
+    return data
+
+
+async def post_form(
+    url: str, form: Mapping[str, str], *, auth: tuple[str, str] | None
+) -> dict[str, Any]:
+    """POST a form, answered by a JSON object; `VerifierUnavailable` on any failure."""
+    httpx = require_httpx()
+    try:
+        async with httpx.AsyncClient(timeout=TIMEOUT, follow_redirects=False) as client:
+            response = await client.post(
+                url, data=dict(form), auth=auth, headers={"accept": "application/json"}
+            )
+            response.raise_for_status()
+            data = response.json()
+    except Exception as exc:
+        raise VerifierUnavailable(f"POST {url} failed: {type(exc).__name__}") from None
+    if not isinstance(data, dict):
+        raise VerifierUnavailable(f"POST {url}: not a JSON object")
+    return data
+
+
+def metadata_urls(issuer: str) -> list[str]:
+    """Where an issuer's metadata may be: OpenID Connect Discovery (appended), then RFC
+    8414 (path-inserted)."""
+    parts = urlsplit(issuer)
+    path = parts.path.rstrip("/")
+    oidc = urlunsplit(
+        (parts.scheme, parts.netloc, f"{path}/.well-known/openid-configuration", "", "")
+    )
+    oauth = urlunsplit(
+        (parts.scheme, parts.netloc, f"/.well-known/oauth-authorization-server{path}", "", "")
+    )
+    return [oidc, oauth]
+
+
+class IssuerMetadata:
+    """The metadata of authorization servers, fetched once each (and again after a
+    failure)."""
+
+    def __init__(self) -> None:
+        self._documents: dict[str, dict[str, Any]] = {}
+
+    async def get(self, issuer: str) -> dict[str, Any]:
+        """The issuer's metadata; its `issuer` must be the one configured (RFC 8414 §3.3)."""
+        document = self._documents.get(issuer)
+        if document is not None:
+            return document
+        problem = "no metadata"
+        for url in metadata_urls(issuer):
+            try:
+                document = await get_json(url)
+            except VerifierUnavailable as exc:
+                problem = str(exc)
+                continue
+            if str(document.get("issuer", "")).rstrip("/") != issuer.rstrip("/"):
+                problem = f"{url} names another issuer"
+                continue
+            self._documents[issuer] = document
+            return document
+        raise VerifierUnavailable(f"metadata of {issuer}: {problem}")

@@ -1,0 +1,103 @@
+"""`IntrospectionVerifier`: opaque access tokens through the issuer's RFC 7662
+introspection endpoint (httpx), with a short cache of positive answers.
+
+A token passes when the answer is `active`, names a configured issuer (if it names one),
+has this resource among its audiences (RFC 8707) and is within `exp`/`nbf` (with `leeway`).
+Positive answers are cached by a digest of the token (never the token itself) for
+`cache_ttl` seconds, and never beyond the token's `exp`; negative ones are not cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+from mcp_asgi.auth.discovery import IssuerMetadata, post_form
+from mcp_asgi.auth.principal import Principal, token_principal
+from mcp_asgi.auth.verifier import InvalidToken, VerifierUnavailable
+
+MAX_CACHED: Final = 10_000
+
+
+class IntrospectionVerifier:
+    """Verifies opaque tokens with an RFC 7662 introspection endpoint."""
+
+    def __init__(
+        self,
+        *,
+        issuers: Sequence[str],
+        audiences: Sequence[str],
+        client_id: str | None,
+        client_secret: str | None,
+        endpoint: str | None = None,
+        cache_ttl: float = 30.0,
+        leeway: float = 30.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not issuers or not audiences:
+            raise ValueError("IntrospectionVerifier needs at least one issuer and one audience")
+        self._issuers = tuple(issuers)
+        self._audiences = frozenset(audiences)
+        self._auth = (client_id, client_secret or "") if client_id else None
+        self._endpoint = endpoint
+        self._cache_ttl = cache_ttl
+        self._leeway = leeway
+        self._clock = clock
+        self._metadata = IssuerMetadata()
+        self._cache: dict[str, tuple[float, Principal]] = {}
+
+    async def verify(self, token: str) -> Principal:
+        """The principal of an active token for this resource; `InvalidToken` otherwise."""
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        now = self._clock()
+        cached = self._cache.get(digest)
+        if cached is not None:
+            if cached[0] > now:
+                return cached[1]
+            del self._cache[digest]
+        answer = await post_form(
+            await self._url(),
+            {"token": token, "token_type_hint": "access_token"},
+            auth=self._auth,
+        )
+        principal = self._check(answer, now)
+        expires = now + self._cache_ttl
+        exp = answer.get("exp")
+        if isinstance(exp, (int, float)):
+            expires = min(expires, float(exp))
+        if self._cache_ttl > 0 and expires > now:
+            if len(self._cache) >= MAX_CACHED:
+                self._cache.clear()
+            self._cache[digest] = (expires, principal)
+        return principal
+
+    def _check(self, answer: dict[str, Any], now: float) -> Principal:
+        if answer.get("active") is not True:
+            raise InvalidToken("inactive", "The access token is not active")
+        issuer = answer.get("iss")
+        if issuer is not None and issuer not in self._issuers:
+            raise InvalidToken("wrong_issuer", "The access token is from another issuer")
+        audience = answer.get("aud")
+        audiences = {audience} if isinstance(audience, str) else set(audience or ())
+        if not audiences & self._audiences:
+            raise InvalidToken("wrong_audience", "The access token is for another resource")
+        exp, nbf = answer.get("exp"), answer.get("nbf")
+        if isinstance(exp, (int, float)) and exp + self._leeway < now:
+            raise InvalidToken("expired", "The access token has expired")
+        if isinstance(nbf, (int, float)) and nbf - self._leeway > now:
+            raise InvalidToken("not_yet_valid", "The access token is not valid yet")
+        principal = token_principal(answer)
+        if principal is None:
+            raise InvalidToken("missing_claim", "The access token names no subject")
+        return principal
+
+    async def _url(self) -> str:
+        if self._endpoint is None:
+            metadata = await self._metadata.get(self._issuers[0])
+            url = metadata.get("introspection_endpoint")
+            if not isinstance(url, str):
+                raise VerifierUnavailable(f"{self._issuers[0]} has no introspection_endpoint")
+            self._endpoint = url
+        return self._endpoint
