@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 NODE_STAMP := tests/node/node_modules/.installed-stamp
 
-.PHONY: run test test-deps lint typecheck contracts docs docs-strict pytest conformance bench bench-quick format clean
+.PHONY: run test test-deps lint typecheck contracts docs docs-strict pytest conformance bench bench-quick format clean fastapi-range
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -48,6 +48,24 @@ pytest: $(STAMP) test-deps $(NODE_STAMP)
 
 conformance: $(STAMP) $(NODE_STAMP)  ## only the official MCP conformance suite (tests/conformance)
 	$(BIN)/python -m pytest tests/conformance
+
+# FastAPI's dependency solver is internal API: handlers' Depends(...) accept only the tested
+# range (mcp_asgi/server/depends.py TESTED_FASTAPI, the `fastapi` extra). This runs the
+# handler-API tests against other versions of that range, each in its own venv.
+FASTAPI_VERSIONS ?= 0.121.0 0.140.0 0.162.0
+HANDLER_TESTS := tests/server/test_depends.py tests/server/test_request.py \
+	tests/server/test_error_status.py tests/e2e/test_live_depends.py
+
+fastapi-range:  ## the handler-API tests with each of FASTAPI_VERSIONS (needs the network once)
+	for v in $(FASTAPI_VERSIONS); do \
+		venv=.venv-fastapi/$$v; \
+		test -x $$venv/bin/python || { $(PYTHON) -m venv $$venv && \
+			$$venv/bin/pip install --quiet "fastapi==$$v" httpx pytest pytest-timeout trio \
+				uvicorn opentelemetry-sdk && \
+			$$venv/bin/pip install --quiet -e .; } || exit 1; \
+		echo "== FastAPI $$v"; \
+		$$venv/bin/python -m pytest -q -p no:cacheprovider $(HANDLER_TESTS) || exit 1; \
+	done
 
 format: $(STAMP)
 	$(BIN)/ruff format mcp_asgi tests examples bench

@@ -43,9 +43,11 @@ class ModernEndpoint:
         send: Send,
         message: IncomingMessage,
         mode: ResponseMode,
+        *,
+        body: bytes,
     ) -> None:
         """Serve one POSTed message (the middleware has checked method, Origin, body and
-        Accept)."""
+        Accept); `body` is the message as read, for the handler's `Request`."""
         if message.is_notification:
             await send_empty(send, 202)
             return
@@ -55,7 +57,7 @@ class ModernEndpoint:
         inputs = self._inputs.begin(asgi_scope, request)  # verifies requestState (400)
         writer = ReplyWriter(send, "sse" if request.method == LISTEN else mode)
         options = self._options
-        with self._inflight.open(asgi_scope, request, writer, inputs=inputs) as (
+        with self._inflight.open(asgi_scope, request, writer, inputs=inputs, body=body) as (
             request_scope,
             ctx,
         ):

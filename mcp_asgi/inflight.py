@@ -43,8 +43,10 @@ class InFlight:
         *,
         cancel_on_disconnect: bool = True,
         inputs: InputRound | None = None,
+        body: bytes = b"",
     ) -> Iterator[tuple[RequestScope, Context]]:
-        """The scope and context of one request, tracked while it runs."""
+        """The scope and context of one request, tracked while it runs. `asgi_scope` and
+        `body` (as the middleware read it) back the context's read-only `Request`."""
         settings, server = self._settings, self._server
         observer = self._telemetry.begin(asgi_scope, request)
         listen = request.method == LISTEN  # long-lived: no deadline, a graceful end
@@ -64,7 +66,10 @@ class InFlight:
             request_scope,
             progress_min_interval=settings.progress_min_interval,
             process_kill_grace=settings.process_kill_grace,
+            cancel_grace=settings.cancel_grace,
             inputs=inputs,
+            asgi_scope=asgi_scope,
+            body=body,
         )
         self._scopes.add(request_scope)
         try:

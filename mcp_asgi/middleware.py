@@ -46,6 +46,8 @@ class _Endpoint(Protocol):
         send: Send,
         message: IncomingMessage,
         mode: ResponseMode,
+        *,
+        body: bytes,
     ) -> None: ...
 
 
@@ -192,7 +194,7 @@ class McpMiddleware:
             endpoint: _Endpoint = (
                 legacy if legacy and is_legacy(asgi_scope, message) else self._modern
             )
-            await endpoint.serve_post(asgi_scope, receive, send, message, mode)
+            await endpoint.serve_post(asgi_scope, receive, send, message, mode, body=body)
         except ProtocolError as error:
             if message is not None:  # the method was readable: a short span says why it failed
                 self._telemetry.rejected(asgi_scope, message, error)

@@ -170,12 +170,17 @@ class ReplyWriter:
         return await self._write(_KEEPALIVE, final=False)
 
     async def finish(self, message: Any, status: int = 200) -> bool:
-        """Send the final response and end the reply."""
+        """Send the final response and end the reply.
+
+        A reply not yet begun is one JSON body with `status` (an error's status, chosen
+        before anything was sent), except a 200 in SSE mode, which is an event stream.
+        Once an SSE reply has begun, its status is fixed: the message is its last event.
+        """
         async with self._lock:
             if self.state is ReplyState.DONE:
                 return False
             body, self.replaced_by = encode_reply(message)
-            if self.state is ReplyState.PENDING and self._mode != "sse":
+            if self.state is ReplyState.PENDING and (self._mode != "sse" or status != 200):
                 try:
                     await send_json(self._send, status, body, [])
                 except Exception:

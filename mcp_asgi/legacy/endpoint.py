@@ -36,6 +36,7 @@ from mcp_asgi.protocol.jsonrpc import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     JsonObject,
+    McpError,
     ProtocolError,
     RequestId,
     ResourceNotFound,
@@ -61,6 +62,7 @@ class ScopeOpener(Protocol):
         /,
         *,
         cancel_on_disconnect: bool,
+        body: bytes,
     ) -> AbstractContextManager[tuple[RequestScope, Context]]: ...
 
 
@@ -91,10 +93,13 @@ class LegacyEndpoint:
         send: Send,
         message: IncomingMessage,
         mode: ResponseMode,
+        *,
+        body: bytes,
     ) -> None:
-        """Serve one POSTed 2025-era message."""
+        """Serve one POSTed 2025-era message; `body` is the message as read, for the
+        handler's `Request`."""
         if message.method == "initialize":
-            await self._initialize(asgi_scope, receive, send, message, mode)
+            await self._initialize(asgi_scope, receive, send, message, mode, body)
             return
         session = self._session(asgi_scope, message.id)
         if message.id is None:
@@ -127,9 +132,14 @@ class LegacyEndpoint:
                     result = await self._dispatch(request, ctx)
                 except ResourceNotFound as error:
                     raise _methods.legacy_error(error) from None
+                except McpError as error:
+                    if error.http_status == 200:
+                        raise
+                    # in-band: to a 2025-era client, a 404 means its session is gone
+                    raise McpError(error.code, error.message, error.data, http_status=200) from None
                 return _methods.legacy_result(result)
 
-        await self._run(asgi_scope, receive, send, mode, session, request, call)
+        await self._run(asgi_scope, receive, send, mode, session, request, call, body)
 
     async def serve_session(self, asgi_scope: Scope, receive: Receive, send: Send) -> None:
         """GET (the session's notification stream) or DELETE (end the session)."""
@@ -163,6 +173,7 @@ class LegacyEndpoint:
         send: Send,
         message: IncomingMessage,
         mode: ResponseMode,
+        body: bytes,
     ) -> None:
         params = message.params
         capabilities = params.get("capabilities", {})
@@ -193,7 +204,9 @@ class LegacyEndpoint:
 
         request = _request(message, session)
         send = _send_with_session_id(send, session.id)
-        request_scope = await self._run(asgi_scope, receive, send, mode, session, request, call)
+        request_scope = await self._run(
+            asgi_scope, receive, send, mode, session, request, call, body
+        )
         if request_scope.result is None:  # failed or cancelled: no session was opened
             self.sessions.close(session)
 
@@ -206,11 +219,12 @@ class LegacyEndpoint:
         session: LegacySession,
         request: McpRequest,
         call: Call,
+        body: bytes,
     ) -> RequestScope:
         writer = ReplyWriter(send, mode)
         release = session.use()
         with self._open_scope(
-            asgi_scope, request, writer, cancel_on_disconnect=self._disconnect_cancels
+            asgi_scope, request, writer, cancel_on_disconnect=self._disconnect_cancels, body=body
         ) as (request_scope, ctx):
             session.track(request_scope)  # no await since the session lookup: atomic
             try:

@@ -2,7 +2,8 @@
 
 Error tree::
 
-    McpError                  raise in a handler: answered as that JSON-RPC error (HTTP 200)
+    McpError                  raise in a handler: answered as that JSON-RPC error, with the
+     │                        HTTP status the spec gives its code (`spec_status`)
      ├── ProtocolError        a request the transport rejects, with its HTTP status
      └── ResourceNotFound     no resource at a URI: -32602 (2025-era sessions get -32002)
 """
@@ -33,21 +34,45 @@ def is_request_id(value: object) -> TypeGuard[RequestId]:
 
 JsonObject = dict[str, Any]
 
+_SPEC_STATUS: Final = {
+    HEADER_MISMATCH: 400,
+    MISSING_CLIENT_CAPABILITY: 400,
+    UNSUPPORTED_PROTOCOL_VERSION: 400,
+    METHOD_NOT_FOUND: 404,
+}
+
+
+def spec_status(code: int) -> int:
+    """The HTTP status the 2026-07-28 spec gives a JSON-RPC error code on Streamable HTTP:
+    400 for -32020, -32021 and -32022, 404 for -32601, and 200 (the error in-band) for
+    every other code."""
+    return _SPEC_STATUS.get(code, 200)
+
 
 class McpError(Exception):
     """A JSON-RPC error to answer a request with.
 
-    Raise it in a handler to control the error code the client sees. Codes between
-    -32768 and -32000 are reserved by JSON-RPC and MCP; application errors should use
-    codes outside that range.
+    Raise it in a handler to control the error the client sees. The HTTP status of the
+    reply follows the spec's table for the code (`http_status`): 400 for -32020
+    (HeaderMismatch), -32021 (MissingRequiredClientCapability) and -32022
+    (UnsupportedProtocolVersion), 404 for -32601 (Method not found), and 200, the error
+    in-band, for every other code. `http_status=` chooses the status where the code alone
+    does not tell it (400 for a -32602 about a malformed `_meta`). A status can only be
+    chosen before the reply has started: once an SSE reply has sent an event (a progress
+    or log notification, a keep-alive), the error is its last event, under 200. 2025-era
+    sessions always get their errors in-band.
+
+    Codes between -32768 and -32000 are reserved by JSON-RPC and MCP; application errors
+    should use codes outside that range.
     """
 
-    http_status: int = 200
-    """The HTTP status of the response that carries the error (200 for handler errors)."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
+    def __init__(
+        self, code: int, message: str, data: Any = None, *, http_status: int | None = None
+    ) -> None:
         if not isinstance(code, int) or isinstance(code, bool):
             raise TypeError("McpError code must be an int")
+        if http_status is not None and not (http_status == 200 or 400 <= http_status <= 599):
+            raise ValueError("McpError http_status must be 200 or an error status (400-599)")
         super().__init__(message)
         self.code = code
         """The JSON-RPC error code (an int)."""
@@ -55,6 +80,9 @@ class McpError(Exception):
         """The error message the client sees."""
         self.data = data
         """Additional JSON data for the client (`error.data`), or None for none."""
+        self.http_status = spec_status(code) if http_status is None else http_status
+        """The HTTP status of a reply that carries only this error: `http_status=` if
+        given, else the spec's status for the code (`spec_status`)."""
 
     def to_error(self) -> JsonObject:
         """The JSON-RPC `error` member for this error."""
@@ -76,8 +104,7 @@ class ProtocolError(McpError):
         *,
         request_id: RequestId | None = None,
     ) -> None:
-        super().__init__(code, message, data)
-        self.http_status = status
+        super().__init__(code, message, data, http_status=status)
         self.request_id = request_id
 
 

@@ -11,6 +11,8 @@
     changes      notify_*_changed and runtime removal
     listen       subscriptions/listen streams on the notification bus
     context      Context: what a handler is given
+    http_request the read-only Starlette Request a handler may take (ctx.request)
+    depends      FastAPI dependencies (Depends) in handlers, resolved around each call
 
 Imports lifecycle (a request's scope), input (MRTR), bus and protocol; never http's
 request side, telemetry, legacy or the middleware.

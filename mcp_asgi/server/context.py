@@ -10,6 +10,8 @@ from typing import Any, TypeVar, overload
 
 import anyio
 import anyio.lowlevel
+from starlette.requests import Request
+from starlette.types import Scope
 
 from mcp_asgi.input.rounds import ElicitResult, InputRound, M
 from mcp_asgi.lifecycle import process as _process
@@ -19,18 +21,24 @@ from mcp_asgi.lifecycle.scope import RequestScope
 from mcp_asgi.protocol import jsonrpc
 from mcp_asgi.protocol.jsonrpc import JsonObject, RequestId
 from mcp_asgi.protocol.request import LOG_LEVELS
+from mcp_asgi.server.http_request import read_only_request
 
 T = TypeVar("T")
 
 
 class Context:
-    """The request a handler is serving: cancellation, progress, logging, deadline, helpers.
+    """The request a handler is serving: cancellation, progress, logging, deadline, helpers,
+    and the HTTP request it came in (`request`).
 
-    Handlers never see ASGI; everything they write goes through the request's scope, so
-    nothing reaches the client after the request is cancelled.
+    Handlers never see ASGI itself; everything they write goes through the request's scope,
+    so nothing reaches the client after the request is cancelled.
     """
 
     __slots__ = (
+        "_asgi_scope",
+        "_body",
+        "_cancel_grace",
+        "_http_request",
         "_inputs",
         "_kill_grace",
         "_last_progress",
@@ -45,7 +53,10 @@ class Context:
         *,
         progress_min_interval: float = 0.0,
         process_kill_grace: float = 2.0,
+        cancel_grace: float = 5.0,
         inputs: InputRound | None = None,
+        asgi_scope: Scope | None = None,
+        body: bytes = b"",
     ) -> None:
         self._request_scope = request_scope
         self._inputs = inputs
@@ -53,6 +64,10 @@ class Context:
         self._last_progress_at = -float("inf")
         self._min_interval = progress_min_interval
         self._kill_grace = process_kill_grace
+        self._cancel_grace = cancel_grace
+        self._asgi_scope = asgi_scope
+        self._body = body
+        self._http_request: Request | None = None  # made on first use
 
     # -- who is asking ---------------------------------------------------------------
 
@@ -75,6 +90,47 @@ class Context:
     def client_capabilities(self) -> Mapping[str, Any]:
         """The capabilities the client declared on this request."""
         return self._request_scope.request.client_capabilities
+
+    @property
+    def progress_token(self) -> str | int | None:
+        """The request's `_meta` progress token, or None if the client asked for no
+        progress (`report_progress` then sends nothing)."""
+        return self._request_scope.request.progress_token
+
+    @property
+    def input_responses(self) -> Any:
+        """`params.inputResponses` exactly as the client sent it (a retry answering the
+        questions of an earlier `InputRequiredResult`), or None when absent.
+
+        Raw and unchecked: `elicit`, `sample` and `list_roots` read and verify it for you.
+        """
+        return self._request_scope.request.params.get("inputResponses")
+
+    @property
+    def request(self) -> Request:
+        """The HTTP request this MCP request came in, as a Starlette `Request`: `headers`,
+        `client`, `url`, `query_params`, `cookies`, `app` and `app.state`, `state`, and
+        `scope["user"]` / `scope["auth"]` when the host app's authentication set them.
+
+        It is read-only with respect to the connection: `await request.body()` (and
+        `.json()`) give the body as already read; `await request.is_disconnected()` is
+        always False and its `receive` never yields `http.disconnect`, because the
+        request's watcher alone reads the connection (a disconnect cancels the handler:
+        read `cancelled`). It cannot send anything. Made on first use.
+
+        Raises `RuntimeError` for a request that did not come over HTTP.
+        """
+        if self._http_request is None:
+            if self._asgi_scope is None:
+                raise RuntimeError(f"this {self.method} request did not come over HTTP")
+            self._http_request = read_only_request(self._asgi_scope, self._body)
+        return self._http_request
+
+    @property
+    def cancel_grace(self) -> float:
+        """Seconds the handler has to exit once the request is cancelled (the
+        `cancel_grace` setting); dependencies with `yield` get as long to close."""
+        return self._cancel_grace
 
     # -- cancellation ----------------------------------------------------------------
 

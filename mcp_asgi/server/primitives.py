@@ -39,7 +39,10 @@ _TEMPLATE_VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 async def invoke(sig: HandlerSignature, fn: Handler, kwargs: dict[str, Any], ctx: Context) -> Any:
-    """Call a handler: `async def` on the event loop, plain `def` in a worker thread."""
+    """Call a handler: `async def` on the event loop, plain `def` in a worker thread; its
+    FastAPI dependencies, if any, are resolved before and closed after."""
+    if sig.dependencies is not None:
+        return await sig.dependencies.call(fn, kwargs, ctx, is_async=sig.is_async)
     if sig.is_async:
         return await fn(**kwargs)
     return await ctx.run_sync(lambda: fn(**kwargs))

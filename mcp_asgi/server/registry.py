@@ -256,7 +256,12 @@ class Registry:
         key = ("ref/prompt", prompt) if prompt is not None else ("ref/resource", str(resource))
 
         def register(fn: F) -> F:
-            inspect_handler(fn, name=f"completion {key[1]}")
+            signature = inspect_handler(fn, name=f"completion {key[1]}")
+            if signature.request_param or signature.dependencies:
+                raise TypeError(
+                    f"completion {key[1]}: a completion handler is called with (argument, "
+                    "value, context) only: it cannot take a Request or FastAPI dependencies"
+                )
             self._completers[key] = fn
             return fn
 

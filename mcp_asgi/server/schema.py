@@ -18,6 +18,7 @@ from mcp_asgi.lifecycle.cancel import CancelToken
 from mcp_asgi.protocol.request import ParamHeader
 from mcp_asgi.server.content import InvalidResult, is_content_type
 from mcp_asgi.server.context import Context
+from mcp_asgi.server.depends import Dependencies, injected
 from mcp_asgi.server.json_schema import JsonSchema
 
 _ARGS_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
@@ -31,12 +32,16 @@ class HandlerSignature:
 
     The model's fields have internal names aliased to the handler's parameter names, so a
     parameter may be called anything (`schema`, `json`, `model_config`, ...).
+    `request_param` receives the HTTP `Request`; `dependencies` are the FastAPI
+    dependencies, resolved around the call (`primitives.invoke`).
     """
 
     arguments: type[BaseModel]
     context_param: str | None
     token_param: str | None
     is_async: bool
+    request_param: str | None = None
+    dependencies: Dependencies | None = None
     _names: tuple[tuple[str, str], ...] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -66,6 +71,8 @@ class HandlerSignature:
             kwargs[self.context_param] = ctx
         if self.token_param:
             kwargs[self.token_param] = ctx.cancel_token
+        if self.request_param:
+            kwargs[self.request_param] = ctx.request
         return kwargs
 
 
@@ -79,18 +86,33 @@ def inspect_handler(fn: Callable[..., Any], *, name: str) -> HandlerSignature:
         raise TypeError(f"{name}: cannot resolve the handler's type hints: {exc}") from exc
     _, arg_docs = parse_docstring(fn)
     fields: dict[str, Any] = {}
-    context_param = token_param = None
+    context_param = token_param = request_param = None
+    dependency_params: list[inspect.Parameter] = []
     for index, param in enumerate(inspect.signature(fn).parameters.values()):
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise TypeError(f"{name}: *args and **kwargs are not supported in handlers")
+            stars = "*" if param.kind is param.VAR_POSITIONAL else "**"
+            raise TypeError(
+                f"{name}: parameter {stars}{param.name} cannot be served: declare each "
+                "argument as a named parameter"
+            )
         if param.kind is param.POSITIONAL_ONLY:
-            raise TypeError(f"{name}: positional-only parameters are not supported in handlers")
+            raise TypeError(
+                f"{name}: parameter {param.name!r} is positional-only: arguments are passed "
+                "by name, so remove the '/' from the signature"
+            )
         annotation = hints.get(param.name, Any)
         if annotation is Context:
             context_param = param.name
             continue
         if annotation is CancelToken:
             token_param = param.name
+            continue
+        kind = injected(param.name, param, annotation, handler=name)
+        if kind == "request":
+            request_param = param.name
+            continue
+        if kind == "depends":
+            dependency_params.append(param.replace(annotation=annotation))
             continue
         default = ... if param.default is param.empty else param.default
         description = arg_docs.get(param.name)
@@ -112,6 +134,10 @@ def inspect_handler(fn: Callable[..., Any], *, name: str) -> HandlerSignature:
         context_param=context_param,
         token_param=token_param,
         is_async=inspect.iscoroutinefunction(fn),
+        request_param=request_param,
+        dependencies=Dependencies.build(fn, dependency_params, name=name)
+        if dependency_params
+        else None,
     )
 
 

@@ -1,0 +1,360 @@
+"""FastAPI dependencies in handlers: resolved as FastAPI resolves them for the host app
+(sub-dependencies, `yield` dependencies closed after the call, also after an error and a
+cancel, `app.dependency_overrides`, one cache per request), never in `inputSchema`, and
+refused at registration when they cannot be served."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any
+
+import anyio
+import fastapi
+import pytest
+from fastapi import BackgroundTasks, Body, Depends, FastAPI, Header, Query, Response
+from pydantic import BaseModel
+
+from mcp_asgi import CancelReason, Context, McpServer
+from mcp_asgi.server.depends import TESTED_FASTAPI
+
+from ..helpers import Probe, call, mcp_app, wait_for, wire_for
+from .handler_apps import DependencyLog, fastapi_host
+
+
+async def call_tool(app: Any, name: str, arguments: dict[str, Any] | None = None, **kw: Any) -> Any:
+    wire = await call(app, "tools/call", {"name": name, "arguments": arguments or {}}, **kw)
+    assert wire.status == 200, wire.body
+    return wire
+
+
+# -- resolution --------------------------------------------------------------------------
+
+
+async def test_dependencies_are_resolved_and_never_in_the_schema(
+    depends_app: FastAPI, dependency_log: DependencyLog
+) -> None:
+    """The tool gets its dependencies; the client sees only its real arguments."""
+    tools = (await call(depends_app, "tools/list")).result["tools"]
+    lookup = next(t for t in tools if t["name"] == "lookup")
+    assert lookup["inputSchema"]["properties"].keys() == {"key"}
+    assert lookup["inputSchema"]["required"] == ["key"]
+    assert next(t for t in tools if t["name"] == "whoami")["inputSchema"]["properties"] == {}
+
+    wire = await call_tool(depends_app, "lookup", {"key": "k"})
+    assert wire.result["content"][0]["text"] == "k@memory:// (memory://)"
+    assert dependency_log.events == ["settings", "open", "close"]
+
+
+async def test_one_cache_per_request(depends_app: FastAPI, dependency_log: DependencyLog) -> None:
+    """`settings` is used by the tool and by `connection`: called once per request."""
+    await call_tool(depends_app, "lookup", {"key": "a"})
+    await call_tool(depends_app, "lookup", {"key": "b"})
+    assert dependency_log.count("settings") == 2
+    assert dependency_log.count("open") == dependency_log.count("close") == 2
+
+
+async def test_resources_prompts_and_sync_handlers_get_dependencies(
+    depends_app: FastAPI, dependency_log: DependencyLog
+) -> None:
+    """The same dependencies reach a resource template, a prompt and a `def` tool; each
+    call closes its own."""
+    read = await call(depends_app, "resources/read", {"uri": "kv://x"})
+    assert read.result["contents"][0]["text"] == "x@memory://"
+    templates = (await call(depends_app, "resources/templates/list")).result
+    assert templates["resourceTemplates"][0]["uriTemplate"] == "kv://{key}"
+    prompt = await call(depends_app, "prompts/get", {"name": "ask", "arguments": {"topic": "t"}})
+    assert prompt.result["messages"][0]["content"]["text"] == "Tell me about t (memory://)"
+    prompts = (await call(depends_app, "prompts/list")).result["prompts"]
+    assert [a["name"] for a in prompts[0]["arguments"]] == ["topic"]
+    wire = await call_tool(depends_app, "sync_lookup", {"key": "s"})
+    assert wire.result["content"][0]["text"] == "s@memory:// in a thread"
+    assert dependency_log.count("open") == dependency_log.count("close") == 3
+
+
+async def test_a_dependency_reads_a_header_of_the_http_request(depends_app: FastAPI) -> None:
+    """`Header()` in a dependency reads the HTTP request; a missing one is -32602."""
+    wire = await call_tool(depends_app, "whoami", headers={"x-caller": "alice"})
+    assert wire.result["content"][0]["text"] == "alice"
+    missing = await call(depends_app, "tools/call", {"name": "whoami", "arguments": {}})
+    assert missing.status == 200
+    assert missing.error["code"] == -32602
+    assert "x-caller" in missing.error["message"]
+
+
+async def test_a_plain_starlette_host_resolves_dependencies_without_overrides() -> None:
+    """With no FastAPI app around, dependencies still resolve (no overrides to honour)."""
+    server = McpServer("plain")
+
+    @server.tool()
+    async def greet(who: Annotated[str, Depends(lambda: "world")]) -> str:
+        return f"hello {who}"
+
+    wire = await call_tool(mcp_app(server), "greet")
+    assert wire.result["content"][0]["text"] == "hello world"
+
+
+# -- overrides -------------------------------------------------------------------------------
+
+_opened: list[str] = []
+
+
+async def real_store() -> AsyncIterator[str]:
+    _opened.append("real")
+    yield "real store"
+
+
+def fake_store() -> str:
+    return "fake store"
+
+
+def store_server() -> McpServer:
+    server = McpServer("store")
+
+    @server.tool()
+    async def which(store: Annotated[str, Depends(real_store)]) -> str:
+        return store
+
+    return server
+
+
+async def test_app_dependency_overrides_replace_a_dependency() -> None:
+    """`app.dependency_overrides` of the host FastAPI app applies to handlers too."""
+    _opened.clear()
+    app = fastapi_host(store_server())
+    app.dependency_overrides[real_store] = fake_store
+    assert (await call_tool(app, "which")).result["content"][0]["text"] == "fake store"
+    assert _opened == []
+    app.dependency_overrides.clear()
+    assert (await call_tool(app, "which")).result["content"][0]["text"] == "real store"
+    assert _opened == ["real"]
+
+
+# -- closing `yield` dependencies -----------------------------------------------------------
+
+
+async def test_a_yield_dependency_closes_after_a_tool_error(
+    depends_app: FastAPI, dependency_log: DependencyLog
+) -> None:
+    """The tool fails: the dependency sees the exception, closes, and the failure is the
+    usual `isError` result."""
+    wire = await call_tool(depends_app, "broken")
+    assert wire.result["isError"] is True
+    assert "ValueError: no such key" in wire.result["content"][0]["text"]
+    assert dependency_log.events == ["settings", "open", "closed by ValueError", "close"]
+
+
+async def test_a_yield_dependency_closes_when_the_call_is_cancelled(
+    depends_app: FastAPI, dependency_log: DependencyLog, probe: Probe
+) -> None:
+    """The client leaves mid-call: the handler is cancelled and the dependency closes in
+    its task, before the request ends."""
+    wire = wire_for("tools/call", {"name": "slow", "arguments": {}}, leave_on=probe.started)
+    with anyio.fail_after(10):
+        await wire.run(depends_app)
+    assert probe.reason is CancelReason.CLIENT_DISCONNECT
+    assert dependency_log.events[-1] == "close"
+    assert dependency_log.events[-2].startswith("closed by ")  # the loop's cancellation
+    assert wire.written_after_disconnect == []
+
+
+async def test_a_sync_handler_thread_returns_before_its_dependencies_close(
+    depends_app: FastAPI, dependency_log: DependencyLog, probe: Probe
+) -> None:
+    """A `def` handler is cancelled while its thread runs: the connection stays open until
+    the thread returns (within the cancel grace), then closes."""
+    wire = wire_for("tools/call", {"name": "blocking", "arguments": {}}, leave_on=probe.started)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wire.run, depends_app)
+            await wait_for(probe.started)
+            await anyio.sleep(0.2)  # the client has left; the thread still runs
+            assert "close" not in dependency_log.events
+            probe.release.set()
+    assert dependency_log.events[-3:] == [
+        "thread returned, connection open: True",
+        dependency_log.events[-2],
+        "close",
+    ]
+    assert dependency_log.events[-2].startswith("closed by ")
+
+
+async def stuck() -> AsyncIterator[str]:
+    """A dependency whose exit never ends."""
+    try:
+        yield "x"
+    finally:
+        await anyio.sleep_forever()
+
+
+async def test_a_dependency_exit_that_hangs_is_bounded_by_the_cancel_grace(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A dependency whose exit never ends is cancelled `cancel_grace` seconds after the
+    call; the result still goes out, and a WARNING says so."""
+    server = McpServer("stuck")
+
+    @server.tool()
+    async def quick(value: Annotated[str, Depends(stuck)]) -> str:
+        return value
+
+    app = fastapi_host(server, cancel_grace=0.1)
+    with caplog.at_level(logging.WARNING, logger="mcp_asgi.errors"), anyio.fail_after(5):
+        wire = await call_tool(app, "quick")
+    assert wire.result["content"][0]["text"] == "x"
+    assert any("did not close within 0.1 s" in r.getMessage() for r in caplog.records)
+
+
+# -- refused at registration -------------------------------------------------------------------
+
+
+class Item(BaseModel):
+    name: str
+
+
+def needs_body(item: Item) -> str:
+    return item.name
+
+
+def needs_tasks(tasks: BackgroundTasks) -> str:
+    return "x"
+
+
+def needs_response(response: Response) -> str:
+    return "x"
+
+
+async def _h_query(q: Annotated[str, Query()]) -> str:
+    return q
+
+
+async def _h_header(x_token: str = Header()) -> str:
+    return x_token
+
+
+async def _h_body(payload: Annotated[dict[str, Any], Body()]) -> str:
+    return ""
+
+
+async def _h_args(*names: str) -> str:
+    return ""
+
+
+async def _h_kwargs(**names: str) -> str:
+    return ""
+
+
+async def _h_positional(name: str, /) -> str:
+    return name
+
+
+async def _h_response(response: Response) -> str:
+    return ""
+
+
+async def _h_tasks(tasks: BackgroundTasks) -> str:
+    return ""
+
+
+async def _h_dep_body(name: Annotated[str, Depends(needs_body)]) -> str:
+    return name
+
+
+async def _h_dep_tasks(x: Annotated[str, Depends(needs_tasks)]) -> str:
+    return x
+
+
+async def _h_dep_response(x: str = Depends(needs_response)) -> str:
+    return x
+
+
+@pytest.mark.parametrize(
+    ("handler", "says"),
+    [
+        (_h_query, ["'q'", "fastapi.Query", "plain parameter"]),
+        (_h_header, ["'x_token'", "fastapi.Header", "Request"]),
+        (_h_body, ["'payload'", "fastapi.Body"]),
+        (_h_args, ["*names", "named parameter"]),
+        (_h_kwargs, ["**names", "named parameter"]),
+        (_h_positional, ["'name'", "positional-only", "remove the '/'"]),
+        (_h_response, ["'response'", "Response", "Take a `Request`"]),
+        (_h_tasks, ["'tasks'", "BackgroundTasks"]),
+        (_h_dep_body, ["name=needs_body", "'item'", "HTTP body", "tool's arguments"]),
+        (_h_dep_tasks, ["x=needs_tasks", "BackgroundTasks", "never run"]),
+        (_h_dep_response, ["x=needs_response", "Response"]),
+    ],
+    ids=lambda v: getattr(v, "__name__", "")[3:] or None,
+)
+def test_what_cannot_be_served_is_refused_at_registration(
+    handler: Callable[..., Any], says: list[str]
+) -> None:
+    """The error names the handler and the parameter, and says what to do."""
+    server = McpServer("refused")
+    with pytest.raises(TypeError) as caught:
+        server.tool(name="t")(handler)
+    message = str(caught.value)
+    assert message.startswith("t: ")
+    for part in says:
+        assert part in message
+
+
+def test_an_untested_fastapi_version_is_refused_at_registration(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Outside the tested range the solver may have changed: registration says which
+    version is installed and which range is supported."""
+    monkeypatch.setattr(fastapi, "__version__", "0.99.1")
+    server = McpServer("old")
+    with pytest.raises(TypeError) as caught:
+        server.tool(name="t")(_h_dep_tasks)
+    assert "FastAPI 0.99.1 is installed" in str(caught.value)
+    assert f"fastapi{TESTED_FASTAPI}" in str(caught.value)
+    assert "pip install 'mcp-asgi[fastapi]'" in str(caught.value)
+
+
+def test_dependencies_without_fastapi_s_solver_are_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without FastAPI's solver (FastAPI not installed), the error says how to get it."""
+    monkeypatch.setitem(sys.modules, "fastapi.dependencies.utils", None)
+    server = McpServer("none")
+
+    async def handler(x: Annotated[str, Depends(lambda: "x")]) -> str:
+        return x
+
+    with pytest.raises(
+        TypeError, match=r"t: FastAPI dependencies need FastAPI .*mcp-asgi\[fastapi\]"
+    ):
+        server.tool(name="t")(handler)
+
+
+def test_a_handler_without_dependencies_never_needs_fastapi(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Registration only looks for FastAPI's markers when FastAPI is loaded; a plain
+    handler registers with FastAPI's solver unavailable."""
+    monkeypatch.setitem(sys.modules, "fastapi.dependencies.utils", None)
+    server = McpServer("plain")
+
+    @server.tool()
+    async def plain(q: str, ctx: Context) -> str:
+        return q
+
+    assert server.has_method("tools/call")
+
+
+def test_a_completion_handler_cannot_take_dependencies() -> None:
+    server = McpServer("complete")
+
+    @server.prompt()
+    async def ask(topic: str) -> str:
+        return topic
+
+    async def suggest(
+        argument: str, value: str, dep: Annotated[str, Depends(lambda: "x")]
+    ) -> list[str]:
+        return []
+
+    with pytest.raises(TypeError, match=r"completion ask: .* cannot take a Request or FastAPI"):
+        server.completion(prompt="ask")(suggest)
