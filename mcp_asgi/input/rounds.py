@@ -109,6 +109,7 @@ class InputRound:
         self._principal = digest(principal) if principal is not None else None
         self._answers: dict[str, list[Any]] = {}  # key -> [question digest, method, response]
         self._used: dict[str, list[Any]] = {}
+        self._unsealed: dict[str, Any] = {}  # inputResponses that came without our state
         self._pending: dict[str, JsonObject] = {}
         self._asked = 0
         self._load()
@@ -214,6 +215,10 @@ class InputRound:
         if known is not None and known[0] == fingerprint:
             self._used[name] = known
             return known[2]
+        if known is None and name in self._unsealed:  # answered before being asked
+            known = [fingerprint, method, self._check(name, method, self._unsealed.pop(name))]
+            self._used[name] = known
+            return known[2]
         if name in self._pending or name in self._used:
             raise ValueError(f"input key {name!r} is used twice in one request")
         self._pending[name] = question
@@ -260,7 +265,15 @@ class InputRound:
         request = self._request
         token = request.params.get("requestState")
         if token is None:
-            return  # inputResponses without our state are not trusted: they are asked again
+            # Answers with no state of ours (the client answered before this exchange asked):
+            # each is taken for the question of the same key, checked like any answer.
+            # Only state carries answers across rounds; unknown keys are ignored.
+            responses = request.params.get("inputResponses")
+            if isinstance(responses, dict):
+                self._unsealed = dict(responses)
+            elif responses is not None:
+                raise self._bad_response(None, "must be an object")
+            return
         payload = self._sealer.open(token, request.id)
         if payload.get("m") != request.method or payload.get("d") != params_digest(
             request.method, request.params

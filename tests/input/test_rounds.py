@@ -197,13 +197,36 @@ async def test_gather_asks_several_questions_in_one_round() -> None:
     assert done.final["result"]["content"][0]["text"] == "cancel ['file:///w']"
 
 
-async def test_answers_without_the_sealed_state_are_asked_again() -> None:
-    """inputResponses without requestState are not trusted: the question comes back."""
+async def test_answers_sent_before_being_asked_are_taken_by_key() -> None:
+    """inputResponses without requestState (the client answered before this exchange
+    asked) answer the question of the same key; unknown extra keys are ignored."""
     with serving(build_app(build_server()), capabilities=ELICIT) as client:
-        seats = {"elicitation-1": {"action": "accept", "content": {"seats": 1}}}
+        seats = {
+            "elicitation-1": {"action": "accept", "content": {"seats": 1}},
+            "not-asked": {"anything": True},
+        }
         params = {"name": "book", "arguments": {"city": "Oslo"}}
-        again = await call(client, "tools/call", params, inputResponses=seats)
+        done = await call(client, "tools/call", params, inputResponses=seats)
+    assert done.final["result"]["resultType"] == "complete"
+
+
+async def test_unsolicited_answers_with_other_keys_are_asked_for() -> None:
+    """Unsealed answers that match no question change nothing: the question is asked."""
+    with serving(build_app(build_server()), capabilities=ELICIT) as client:
+        other = {"elicitation-9": {"action": "accept", "content": {"seats": 1}}}
+        params = {"name": "book", "arguments": {"city": "Oslo"}}
+        again = await call(client, "tools/call", params, inputResponses=other)
     assert again.final["result"]["resultType"] == "input_required"
+
+
+async def test_an_unsealed_answer_of_the_wrong_shape_is_400() -> None:
+    """An unsealed answer to a question asked is checked like any answer."""
+    with serving(build_app(build_server()), capabilities=ELICIT) as client:
+        bad = {"elicitation-1": {"action": "maybe"}}
+        params = {"name": "book", "arguments": {"city": "Oslo"}}
+        response = await call(client, "tools/call", params, inputResponses=bad)
+    assert response.status == 400
+    assert response.final["error"]["code"] == -32602
 
 
 @pytest.mark.parametrize(
