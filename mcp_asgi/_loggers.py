@@ -21,3 +21,5 @@ input_logger = logging.getLogger("mcp_asgi.input")
 """MRTR `requestState`."""
 sessions_logger = logging.getLogger("mcp_asgi.sessions")
 """2025-era sessions."""
+auth_logger = logging.getLogger("mcp_asgi.auth")
+"""Access tokens refused (the reason only, never the token) and verifiers unreachable."""

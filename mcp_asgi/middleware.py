@@ -21,6 +21,9 @@ from opentelemetry import metrics, trace
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_asgi._loggers import root_logger as logger
+from mcp_asgi.auth.guard import Authenticator, AuthError
+from mcp_asgi.auth.metadata import MetadataDocument, document_of
+from mcp_asgi.auth.verifier import TokenVerifier
 from mcp_asgi.bus.in_process import NotificationBus
 from mcp_asgi.endpoint import ModernEndpoint
 from mcp_asgi.http.accept import ResponseMode, negotiate
@@ -56,7 +59,9 @@ class McpMiddleware:
     trailing slash); every other request, websocket and lifespan event goes to `app`.
 
     `path`, when given, overrides `settings.path`. Telemetry uses the injected providers,
-    or the global ones.
+    or the global ones. `token_verifier` verifies bearer tokens instead of the verifier the
+    settings describe (`auth_resource` and `auth_issuers` are still needed: they are the
+    audience and the Protected Resource Metadata); see docs/authorization.md.
     """
 
     def __init__(
@@ -68,6 +73,7 @@ class McpMiddleware:
         settings: McpSettings | None = None,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
+        token_verifier: TokenVerifier | None = None,
     ) -> None:
         if not isinstance(server, McpServer):
             raise TypeError("server must be an McpServer")
@@ -82,14 +88,18 @@ class McpMiddleware:
         self._paths = frozenset({settings.path, settings.path.rstrip("/") + "/"})
         self._origins = frozenset(normalize_origin(o) for o in settings.allowed_origins)
         self._bus = _bus_of(server, settings, meter_provider)
+        self._auth, self._metadata = _auth_of(server, settings, token_verifier)
         self._telemetry = Telemetry(
-            tracer_provider, meter_provider, record_arguments=settings.record_arguments
+            tracer_provider,
+            meter_provider,
+            record_arguments=settings.record_arguments,
+            record_principal=settings.record_principal,
         )
         self._inflight = InFlight(server, settings, self._telemetry)
         options = ResultOptions(
             page_size=settings.page_size,
             ttl_ms=settings.list_ttl_ms,
-            cache_scope=settings.cache_scope,
+            cache_scope="private" if self._auth is not None else settings.cache_scope,
             listen_max_duration=settings.listen_max_duration,
         )
         key = settings.request_state_key
@@ -122,6 +132,12 @@ class McpMiddleware:
             self._attach_bus()
             async with self.server.running():  # the bus's background work lives here
                 await self.app(asgi_scope, self._receive_with_shutdown(receive), send)
+        elif (
+            self._metadata is not None
+            and asgi_scope["type"] == "http"
+            and asgi_scope["path"] in self._metadata.paths
+        ):
+            await self._metadata.serve(asgi_scope, send)  # Protected Resource Metadata
         else:
             await self.app(asgi_scope, receive, send)
 
@@ -178,6 +194,8 @@ class McpMiddleware:
                 )
             if not origin_allowed(asgi_scope, self._origins):
                 raise ProtocolError(403, INVALID_REQUEST, "Forbidden: Origin not allowed")
+            auth = self._auth  # before the body is read: 400, 401, 403, 503
+            principal = await auth.authenticate(asgi_scope) if auth is not None else None
             if sessions is not None:  # GET or DELETE of a 2025-era session
                 await sessions.serve_session(asgi_scope, receive, send)
                 return
@@ -191,6 +209,9 @@ class McpMiddleware:
                     "Not Acceptable: Accept must admit application/json or text/event-stream",
                 )
             message = parse_message(body)
+            if principal is not None and auth is not None:  # the operation's scopes: 403
+                required = self.server.required_scopes(message.method, message.params)
+                auth.authorize(principal, required, message.id)
             endpoint: _Endpoint = (
                 legacy if legacy and is_legacy(asgi_scope, message) else self._modern
             )
@@ -199,6 +220,9 @@ class McpMiddleware:
             if message is not None:  # the method was readable: a short span says why it failed
                 self._telemetry.rejected(asgi_scope, message, error)
             headers = [(b"allow", b"POST")] if error.http_status == 405 else []
+            if isinstance(error, AuthError):
+                self._telemetry.auth_failed(error.reason)
+                headers = error.headers
             request_id = error.request_id if error.request_id is not None else peek_id(body)
             reply = dump(jsonrpc.error_response(request_id, error))
             await send_json(send, error.http_status, reply, headers)
@@ -219,6 +243,60 @@ def _bus_of(
     return bus_from_url(
         settings.bus_url, channel=settings.bus_channel, meter_provider=meter_provider
     )
+
+
+def _auth_of(
+    server: McpServer, settings: McpSettings, verifier: TokenVerifier | None
+) -> tuple[Authenticator | None, MetadataDocument | None]:
+    """The authenticator and the Protected Resource Metadata the settings ask for (None,
+    None with authorization off)."""
+    if settings.auth_resource is None:
+        if verifier is not None:
+            raise ValueError("token_verifier needs McpSettings.auth_resource and auth_issuers")
+        if not settings.auth_host_identity:
+            return None, None
+        authenticator = Authenticator(
+            metadata_url=None,
+            verifier=None,
+            required_scopes=settings.auth_required_scopes,
+            host_identity=True,
+        )
+        return authenticator, None
+    metadata = document_of(settings, server)
+    if verifier is None:
+        audiences = tuple(dict.fromkeys([settings.auth_resource, settings.auth_audience or ""]))
+        audiences = tuple(a for a in audiences if a)
+        if settings.auth_verification == "jwt":
+            from mcp_asgi.auth.jwt import JwtVerifier
+
+            verifier = JwtVerifier(
+                issuers=settings.auth_issuers,
+                audiences=audiences,
+                algorithms=settings.auth_algorithms,
+                leeway=settings.auth_leeway,
+                jwks_url=settings.auth_jwks_url,
+                min_refetch=settings.auth_jwks_min_refetch,
+            )
+        else:
+            from mcp_asgi.auth.introspection import IntrospectionVerifier
+
+            secret = settings.auth_client_secret
+            verifier = IntrospectionVerifier(
+                issuers=settings.auth_issuers,
+                audiences=audiences,
+                client_id=settings.auth_client_id,
+                client_secret=secret.get_secret_value() if secret else None,
+                endpoint=settings.auth_introspection_url,
+                cache_ttl=settings.auth_cache_ttl,
+                leeway=settings.auth_leeway,
+            )
+    authenticator = Authenticator(
+        metadata_url=metadata.url,
+        verifier=verifier,
+        required_scopes=settings.auth_required_scopes,
+        host_identity=settings.auth_host_identity,
+    )
+    return authenticator, metadata
 
 
 def _route_path(asgi_scope: Scope) -> str:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from mcp_asgi.auth.jwt import ASYMMETRIC as _ASYMMETRIC
 from mcp_asgi.http.accept import ResponseMode
 
 
@@ -102,6 +103,69 @@ class McpSettings(BaseSettings):
     request_state_ttl: float = Field(
         default=600.0, gt=0, description="Seconds an MRTR requestState stays valid."
     )
+    auth_resource: str | None = Field(
+        default=None,
+        description="Canonical URL of this endpoint as clients reach it, e.g. "
+        "'https://mcp.example.com/mcp': the audience tokens must name (RFC 8707). Setting it "
+        "turns bearer-token authorization on. None: no token verification.",
+    )
+    auth_issuers: tuple[str, ...] = Field(
+        default=(),
+        description="Issuer URLs of the authorization servers whose tokens are accepted "
+        "(listed in the Protected Resource Metadata); at least one with auth_resource.",
+    )
+    auth_required_scopes: tuple[str, ...] = Field(
+        default=(), description="Scopes every request needs (403 insufficient_scope without)."
+    )
+    auth_verification: Literal["jwt", "introspection"] = Field(
+        default="jwt",
+        description="How access tokens are verified: 'jwt' (signature against the issuer's "
+        "JWKS) or 'introspection' (RFC 7662, opaque tokens). Needs mcp-asgi[auth].",
+    )
+    auth_audience: str | None = Field(
+        default=None,
+        description="The audience tokens carry when the issuer names this API by an "
+        "identifier instead of its URL (e.g. Entra's 'api://<app id>'); None: auth_resource.",
+    )
+    auth_jwks_url: str | None = Field(
+        default=None,
+        description="The issuer's JWKS URL; None: discovered from its metadata (one issuer).",
+    )
+    auth_algorithms: tuple[str, ...] = Field(
+        default=("RS256", "ES256", "PS256", "EdDSA"),
+        description="JWT signature algorithms accepted (public-key only: never 'none' or HS*).",
+    )
+    auth_leeway: float = Field(
+        default=30.0, ge=0, le=300, description="Seconds of clock skew allowed on exp and nbf."
+    )
+    auth_jwks_min_refetch: float = Field(
+        default=30.0,
+        ge=0,
+        description="Least seconds between two JWKS fetches of one issuer (an unknown kid).",
+    )
+    auth_introspection_url: str | None = Field(
+        default=None,
+        description="The RFC 7662 introspection endpoint; None: from the issuer's metadata.",
+    )
+    auth_client_id: str | None = Field(
+        default=None, description="Client id this endpoint introspects tokens with."
+    )
+    auth_client_secret: SecretStr | None = Field(
+        default=None, description="Client secret this endpoint introspects tokens with."
+    )
+    auth_cache_ttl: float = Field(
+        default=30.0, ge=0, description="Seconds a positive introspection answer is cached."
+    )
+    auth_host_identity: bool = Field(
+        default=False,
+        description="Trust the identity the host app's authentication put in scope['user'] "
+        "/ scope['auth']: such a request needs no token. With no auth_resource, it is the "
+        "only way in (401 without it).",
+    )
+    record_principal: bool = Field(
+        default=False,
+        description="Record the principal's subject on spans (enduser.id; personal data).",
+    )
 
     @field_validator("path")
     @classmethod
@@ -119,7 +183,40 @@ class McpSettings(BaseSettings):
                 )
         return value
 
-    @field_validator("max_request_duration", "listen_max_duration", mode="before")
+    @field_validator("auth_algorithms")
+    @classmethod
+    def _algorithms_are_asymmetric(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        refused = [alg for alg in value if alg not in _ASYMMETRIC]
+        if refused or not value:
+            raise ValueError(
+                f"auth_algorithms must be public-key signature algorithms "
+                f"({', '.join(sorted(_ASYMMETRIC))}); refused: {refused or 'an empty list'}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _auth_complete(self) -> McpSettings:
+        if self.auth_resource is not None:
+            parts = urlsplit(self.auth_resource)
+            if parts.scheme not in ("https", "http") or not parts.hostname or parts.fragment:
+                raise ValueError(
+                    "auth_resource must be an absolute http(s) URL without a fragment, "
+                    f"e.g. 'https://mcp.example.com/mcp', got {self.auth_resource!r}"
+                )
+            if not self.auth_issuers:
+                raise ValueError("auth_resource needs at least one issuer in auth_issuers")
+        return self
+
+    @field_validator(
+        "max_request_duration",
+        "listen_max_duration",
+        "auth_resource",
+        "auth_audience",
+        "auth_jwks_url",
+        "auth_introspection_url",
+        "auth_client_id",
+        mode="before",
+    )
     @classmethod
     def _none_from_env(cls, value: object) -> object:
         if isinstance(value, str) and value.strip().lower() in ("", "none", "null"):

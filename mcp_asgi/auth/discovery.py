@@ -40,19 +40,21 @@ async def get_json(url: str) -> dict[str, Any]:
 async def post_form(
     url: str, form: Mapping[str, str], *, auth: tuple[str, str] | None
 ) -> dict[str, Any]:
-    """POST a form, answered by a JSON object; `VerifierUnavailable` on any failure."""
+    """POST a form, answered by a JSON object; a 400 answer's OAuth error is returned as
+    `{"error": ...}`; `VerifierUnavailable` on any other failure."""
     httpx = require_httpx()
     try:
         async with httpx.AsyncClient(timeout=TIMEOUT, follow_redirects=False) as client:
             response = await client.post(
                 url, data=dict(form), auth=auth, headers={"accept": "application/json"}
             )
-            response.raise_for_status()
-            data = response.json()
+            data = response.json() if response.status_code in (200, 400) else None
     except Exception as exc:
         raise VerifierUnavailable(f"POST {url} failed: {type(exc).__name__}") from None
-    if not isinstance(data, dict):
-        raise VerifierUnavailable(f"POST {url}: not a JSON object")
+    if not isinstance(data, dict) or (response.status_code == 400 and "error" not in data):
+        raise VerifierUnavailable(f"POST {url}: HTTP {response.status_code}")
+    if response.status_code == 400:
+        return {"error": str(data["error"])}
     return data
 
 

@@ -74,6 +74,12 @@ class IntrospectionVerifier:
         return principal
 
     def _check(self, answer: dict[str, Any], now: float) -> Principal:
+        error = answer.get("error")
+        if error in ("unsupported_token_type", "invalid_token", "invalid_request"):
+            # e.g. a JWT access token, which some servers refuse to introspect
+            raise InvalidToken("inactive", "The access token is not one this server accepts")
+        if error is not None:
+            raise VerifierUnavailable(f"introspection refused: {error}")
         if answer.get("active") is not True:
             raise InvalidToken("inactive", "The access token is not active")
         issuer = answer.get("iss")

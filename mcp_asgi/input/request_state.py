@@ -27,6 +27,7 @@ from typing import Any, Final
 from starlette.types import Scope
 
 from mcp_asgi._loggers import input_logger as logger
+from mcp_asgi.auth.principal import principal_key
 from mcp_asgi.protocol.jsonrpc import INVALID_PARAMS, ProtocolError, RequestId
 
 VERSION: Final = "v1"
@@ -50,26 +51,13 @@ def params_digest(method: str, params: Mapping[str, Any]) -> str:
 
 
 def principal_of(asgi_scope: Scope) -> str | None:
-    """The authenticated principal of a request, or None.
-
-    `scope["user"]` when it is authenticated (Starlette's `AuthenticationMiddleware`): its
-    `identity`, else its `display_name`; otherwise `scope["auth"]` when it is a mapping
-    with a `sub` claim (token-verifying middleware that stores the claims there), as
-    `iss|sub` when it also has `iss`.
+    """The authenticated principal of a request, or None (`mcp_asgi.auth`'s
+    `principal_key`): the endpoint's verified `Principal` when authorization is on, else
+    `scope["user"]` when it is authenticated (Starlette's `AuthenticationMiddleware`), its
+    `identity`, else its `display_name`; otherwise `scope["auth"]` when it is a mapping with
+    a `sub` claim (token-verifying middleware that stores the claims there), as `iss|sub`.
     """
-    user = asgi_scope.get("user")
-    if user is not None and getattr(user, "is_authenticated", False):
-        for attribute in ("identity", "display_name"):
-            try:
-                value = getattr(user, attribute)
-            except (NotImplementedError, AttributeError):
-                continue
-            if value:
-                return f"user:{value}"
-    auth = asgi_scope.get("auth")
-    if isinstance(auth, Mapping) and auth.get("sub"):
-        return f"sub:{auth.get('iss', '')}|{auth['sub']}"
-    return None
+    return principal_key(asgi_scope)
 
 
 class StateError(ProtocolError):

@@ -8,9 +8,11 @@ MCP endpoint, beside the 2026-07-28 path.
     DELETE                   -> the session ends; its requests in flight are cancelled
 
 Every request but `initialize` must name an open session: no `Mcp-Session-Id` is 400,
-an unknown or expired one 404. Errors raised before a request runs are `ProtocolError`s,
-answered by the middleware like its own. The middleware hands in what a request needs to
-run (`open_scope`, `dispatch`) so both eras run requests the same way.
+an unknown or expired one 404, and so is another principal's (a session is bound to the
+identity that opened it: the verified token's, or the host app's). Errors raised before
+a request runs are `ProtocolError`s, answered by the middleware like its own. The
+middleware hands in what a request needs to run (`open_scope`, `dispatch`) so both eras
+run requests the same way.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Protocol
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_asgi._loggers import sessions_logger as logger
+from mcp_asgi.auth.principal import principal_key
 from mcp_asgi.http.accept import ResponseMode, negotiate
 from mcp_asgi.http.reply import ReplyWriter, send_empty
 from mcp_asgi.legacy import methods as _methods
@@ -192,6 +195,7 @@ class LegacyEndpoint:
             protocol_version=negotiate_version(params["protocolVersion"]),
             capabilities=capabilities,
             client_info=client_info if isinstance(client_info, dict) else None,
+            principal=principal_key(asgi_scope),
         )
         if session is None:
             raise ProtocolError(
@@ -244,7 +248,7 @@ class LegacyEndpoint:
                 "Bad Request: Mcp-Session-Id header is required (send initialize first)",
                 request_id=request_id,
             )
-        session = self.sessions.get(session_id.strip(" \t"))
+        session = self.sessions.get(session_id.strip(" \t"), principal_key(asgi_scope))
         if session is None:
             raise ProtocolError(
                 404,

@@ -38,8 +38,11 @@ class LegacySession:
         capabilities: Mapping[str, Any],
         client_info: Mapping[str, Any] | None,
         clock: Callable[[], float],
+        principal: str | None = None,
     ) -> None:
         self.id = session_id
+        self.principal = principal
+        """Who opened the session (`mcp_asgi.auth.principal_key`); only they may use it."""
         self.protocol_version = protocol_version
         self.capabilities = capabilities
         self.client_info = client_info
@@ -149,8 +152,10 @@ class SessionStore:
         protocol_version: str,
         capabilities: Mapping[str, Any],
         client_info: Mapping[str, Any] | None,
+        principal: str | None = None,
     ) -> LegacySession | None:
-        """Open a session with a fresh id; None when `max_sessions` are open and in use."""
+        """Open a session with a fresh id, bound to `principal`; None when `max_sessions`
+        are open and in use."""
         self._sweep(force=len(self._sessions) >= self.max_sessions)
         if len(self._sessions) >= self.max_sessions:
             logger.warning("session refused: %d sessions open", len(self._sessions))
@@ -161,14 +166,18 @@ class SessionStore:
             capabilities=capabilities,
             client_info=client_info,
             clock=self._clock,
+            principal=principal,
         )
         self._sessions[session.id] = session
         return session
 
-    def get(self, session_id: str) -> LegacySession | None:
-        """The open session with this id; None when unknown, ended or expired."""
+    def get(self, session_id: str, principal: str | None = None) -> LegacySession | None:
+        """The open session with this id, if `principal` opened it; None when unknown,
+        ended, expired or another principal's (which is told apart from nothing)."""
         self._sweep()
         session = self._sessions.get(session_id)
+        if session is not None and not _same(session.principal, principal):
+            return None
         if session is not None and session.expired(self.ttl):
             self.close(session)
             return None
@@ -194,3 +203,11 @@ class SessionStore:
             self.close(session)
         if expired:
             logger.debug("%d idle sessions expired", len(expired))
+
+
+def _same(bound: str | None, principal: str | None) -> bool:
+    return (
+        bound is None
+        if principal is None
+        else (bound is not None and secrets.compare_digest(bound.encode(), principal.encode()))
+    )

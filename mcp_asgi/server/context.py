@@ -13,6 +13,7 @@ import anyio.lowlevel
 from starlette.requests import Request
 from starlette.types import Scope
 
+from mcp_asgi.auth.principal import Principal, principal_in
 from mcp_asgi.input.rounds import ElicitResult, InputRound, M
 from mcp_asgi.lifecycle import process as _process
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken
@@ -85,6 +86,14 @@ class Context:
     def client_info(self) -> Mapping[str, Any] | None:
         """The client's self-reported `clientInfo` (never a security signal)."""
         return self._request_scope.request.client_info
+
+    @property
+    def principal(self) -> Principal | None:
+        """Who is calling, with authorization on (docs/authorization.md): the subject,
+        scopes, claims and client id of the verified access token, or the host app's
+        identity (`auth_host_identity`). None when the endpoint does no authorization.
+        Never derived from anything the client says about itself."""
+        return principal_in(self._asgi_scope) if self._asgi_scope is not None else None
 
     @property
     def client_capabilities(self) -> Mapping[str, Any]:

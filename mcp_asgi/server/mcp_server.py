@@ -12,8 +12,8 @@ handler, and what every result carries (`resultType`, server info, cache hints).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Final
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Final
 
 from mcp_asgi.bus.in_process import NotificationBus
 from mcp_asgi.input.rounds import InputRequired, is_retry
@@ -24,6 +24,7 @@ from mcp_asgi.server.context import Context
 from mcp_asgi.server.listen import LISTEN, Subscriptions
 from mcp_asgi.server.methods import Methods, ResultOptions
 from mcp_asgi.server.registry import Registry
+from mcp_asgi.server.scopes import check_scopes
 
 __all__ = ["SERVER_INFO_KEY", "McpServer", "ResultOptions"]
 
@@ -58,6 +59,8 @@ class McpServer(Registry, Methods, ChangeNotifications):
     - `bus`: the `NotificationBus` of change notifications; default: in-process, or the
       Redis bus of `McpSettings.bus_url` once the middleware is built (giving both is a
       `ValueError`).
+    - `default_scopes`: the OAuth scopes a tool, resource or prompt registered without
+      `scopes=` needs, with authorization on (docs/authorization.md); default: none.
     """
 
     def __init__(
@@ -68,10 +71,12 @@ class McpServer(Registry, Methods, ChangeNotifications):
         instructions: str | None = None,
         title: str | None = None,
         bus: NotificationBus | None = None,
+        default_scopes: Sequence[str] = (),
     ) -> None:
         if not name:
             raise ValueError("server name must not be empty")
         super().__init__()
+        self._default_scopes = check_scopes(default_scopes, "default_scopes") or frozenset()
         self.name = name
         """The server's name (`serverInfo.name`)."""
         self.version = version
@@ -134,6 +139,54 @@ class McpServer(Registry, Methods, ChangeNotifications):
         `x-mcp-header` annotations of its input schema); none for an unknown tool."""
         tool = self._tools.get(tool_name)
         return tool.headers if tool else ()
+
+    # -- authorization ---------------------------------------------------------------
+
+    def declared_scopes(self) -> frozenset[str]:
+        """Every scope the server's tools, resources and prompts need (with the default):
+        what the Protected Resource Metadata lists as `scopes_supported`."""
+        return self._default_scopes.union(*self._scopes.values())
+
+    def required_scopes(self, method: str, params: Mapping[str, Any]) -> frozenset[str]:
+        """The scopes a request needs: the called tool's, the prompt's, the read resource's
+        (a template's for a URI it matches), the completed prompt's or template's, and for
+        a resource subscription (`subscriptions/listen`, `resources/subscribe`) every
+        subscribed URI's. An unknown name or URI needs the server's default scopes; a list,
+        `server/discover` and the rest need none of their own."""
+        if method in ("tools/call", "prompts/get"):
+            kind = "tool" if method == "tools/call" else "prompt"
+            return self.scopes_of(kind, str(params.get("name")))
+        if method in ("resources/read", "resources/subscribe"):
+            return self.scopes_of("resource", self._resource_key(params.get("uri")))
+        if method == "completion/complete":
+            ref = params.get("ref")
+            if isinstance(ref, Mapping) and ref.get("type") == "ref/prompt":
+                return self.scopes_of("prompt", str(ref.get("name")))
+            if isinstance(ref, Mapping) and ref.get("type") == "ref/resource":
+                return self.scopes_of("resource", str(ref.get("uri")))
+            return frozenset()
+        if method == LISTEN:
+            notifications = params.get("notifications")
+            if not isinstance(notifications, dict):
+                return frozenset()
+            uris = notifications.get("resourceSubscriptions")
+            if not isinstance(uris, list):
+                return frozenset()
+            return frozenset().union(
+                *(self.scopes_of("resource", self._resource_key(uri)) for uri in uris)
+            )
+        return frozenset()
+
+    def _resource_key(self, uri: object) -> str:
+        """The registered URI (or template) serving `uri`, else `uri` itself."""
+        uri = str(uri)
+        static = self._resources.get(uri)
+        if static is not None:
+            return uri
+        for resource in self._resources.values():
+            if resource.is_template and resource.match(uri) is not None:
+                return resource.uri
+        return uri
 
     def timeout_for(self, request: McpRequest) -> float | None:
         """The tool's own timeout, if the request calls a tool that has one."""

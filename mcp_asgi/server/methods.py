@@ -45,10 +45,24 @@ class Methods:
     _resources: dict[str, Resource]
     _prompts: dict[str, Prompt]
     _completers: dict[tuple[str, str], Callable[..., Any]]
+    _scopes: dict[tuple[str, str], frozenset[str]]
+    _default_scopes: frozenset[str]
+
+    def scopes_of(self, kind: str, key: str) -> frozenset[str]:
+        """The scopes a `"tool"`, `"resource"` or `"prompt"` (by name, or URI as
+        registered) needs: its own, else the server's default."""
+        return self._scopes.get((kind, key), self._default_scopes)
 
     async def _list(self, request: McpRequest, ctx: Context, options: ResultOptions) -> JsonObject:
-        """`tools/list`, `resources/list`, `resources/templates/list` and `prompts/list`."""
+        """`tools/list`, `resources/list`, `resources/templates/list` and `prompts/list`;
+        with an authenticated principal, only what it may call or read."""
         key, items = self._listed(request.method)
+        principal = ctx.principal
+        if principal is not None:
+            kind = {"tools": "tool", "prompts": "prompt"}.get(key, "resource")
+            items = [
+                item for item in items if principal.has_scopes(*self.scopes_of(kind, _key_of(item)))
+            ]
         return _page(request, key, items, options.page_size)
 
     def _listed(self, method: str) -> tuple[str, Sequence[_Describable]]:
@@ -127,6 +141,11 @@ class Methods:
                 raise McpError(INVALID_PARAMS, f"Unknown resource or template: {uri}")
             return kind, uri
         raise McpError(INVALID_PARAMS, "Invalid params: ref.type is ref/prompt or ref/resource")
+
+
+def _key_of(item: Any) -> str:
+    uri = getattr(item, "uri", None)
+    return str(uri) if isinstance(item, Resource) else str(getattr(item, "name", uri))
 
 
 def _named(registry: Mapping[str, T], request: McpRequest, what: str) -> T:

@@ -23,6 +23,7 @@ from mcp_asgi.server.metadata import (
 )
 from mcp_asgi.server.primitives import Prompt, Resource, Tool
 from mcp_asgi.server.schema import inspect_handler, parse_docstring
+from mcp_asgi.server.scopes import check_scopes, security_scopes
 
 F = TypeVar("F", bound=Callable[..., Any])
 Completer = Callable[..., Any]
@@ -39,6 +40,7 @@ class Registry:
         self._resources: dict[str, Resource] = {}
         self._prompts: dict[str, Prompt] = {}
         self._completers: dict[tuple[str, str], Completer] = {}
+        self._scopes: dict[tuple[str, str], frozenset[str]] = {}  # (kind, name): own scopes
 
     @overload
     def tool(self, name: F, /) -> F: ...
@@ -56,6 +58,7 @@ class Registry:
         input_schema: Mapping[str, Any] | None = None,
         output_schema: Mapping[str, Any] | None = None,
         timeout: float | None = None,
+        scopes: Sequence[str] | None = None,
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -70,6 +73,7 @@ class Registry:
         input_schema: Mapping[str, Any] | None = None,
         output_schema: Mapping[str, Any] | None = None,
         timeout: float | None = None,
+        scopes: Sequence[str] | None = None,
     ) -> Any:
         """Register a tool (`@server.tool` or `@server.tool(...)`).
 
@@ -97,6 +101,11 @@ class Registry:
           a `ToolResult` with `is_error`) is its `structuredContent`, and must match it.
         - `timeout`: seconds after which a call is cancelled (reason `timeout`); it can only
           shorten the endpoint's `max_request_duration`, not extend it.
+        - `scopes`: the OAuth scopes a caller needs (with authorization on), e.g.
+          `["files:write"]`; default: the server's `default_scopes`. `[]` needs none. The
+          scopes of the handler's FastAPI `Security(..., scopes=[...])` dependencies are
+          added. A caller without them gets 403 `insufficient_scope`, and does not see
+          the tool in `tools/list`.
 
         Raises `TypeError` or `ValueError` at once for a bad option, a handler signature
         that cannot be served, or a name already registered. Returns the function unchanged.
@@ -106,6 +115,7 @@ class Registry:
         _check_name(name, "tool")
         if timeout is not None and timeout <= 0:
             raise ValueError("tool timeout must be positive")
+        own_scopes = check_scopes(scopes, "tool")
 
         def register(fn: F) -> F:
             tool_name = name or fn.__name__
@@ -126,6 +136,7 @@ class Registry:
                 output_schema=output_schema,
             )
             self._add(self._tools, tool_name, tool)
+            self._scoped(("tool", tool_name), own_scopes, fn)
             return fn
 
         return register
@@ -141,6 +152,7 @@ class Registry:
         annotations: Annotations | None = None,
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
+        scopes: Sequence[str] | None = None,
     ) -> Callable[[F], F]:
         """Register a resource at a fixed URI or a URI template such as `notes://{id}`.
 
@@ -156,6 +168,8 @@ class Registry:
           "priority": 0.8, "lastModified": "2026-07-28T12:00:00Z"}`.
         - `icons`: icons a client may show (`[{"src": ..., "mimeType": ...}]`).
         - `meta`: the resource's `_meta` in `resources/list`.
+        - `scopes`: the OAuth scopes a caller needs to read it (or subscribe to it), with
+          authorization on; default: the server's `default_scopes`.
 
         A URI can be registered only once. Returns the function unchanged.
         """
@@ -165,6 +179,7 @@ class Registry:
             raise ValueError(f"resource URI {uri!r} must have a scheme, e.g. 'file:///x'")
 
         owner = f"resource {uri!r}"
+        own_scopes = check_scopes(scopes, owner)
         extras = Extras(
             title=_check_title(title, owner),
             icons=check_icons(icons, owner=owner),
@@ -182,6 +197,7 @@ class Registry:
                 extras=extras,
             )
             self._add(self._resources, uri, resource)
+            self._scoped(("resource", uri), own_scopes, fn)
             return fn
 
         return register
@@ -198,6 +214,7 @@ class Registry:
         description: str | None = None,
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
+        scopes: Sequence[str] | None = None,
     ) -> Callable[[F], F]: ...
 
     def prompt(
@@ -208,6 +225,7 @@ class Registry:
         description: str | None = None,
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
+        scopes: Sequence[str] | None = None,
     ) -> Any:
         """Register a prompt (`@server.prompt` or `@server.prompt(...)`); its parameters are
         the prompt's (string) arguments.
@@ -218,12 +236,15 @@ class Registry:
           lines describe the arguments.
         - `icons`: icons a client may show (`[{"src": ..., "mimeType": ...}]`).
         - `meta`: the prompt's `_meta` in `prompts/list`.
+        - `scopes`: the OAuth scopes a caller needs (with authorization on); default: the
+          server's `default_scopes`.
 
         Returns the function unchanged.
         """
         if callable(name):
             return self.prompt()(name)
         _check_name(name, "prompt")
+        own_scopes = check_scopes(scopes, "prompt")
 
         def register(fn: F) -> F:
             prompt_name = name or fn.__name__
@@ -236,6 +257,7 @@ class Registry:
             )
             prompt = Prompt.build(fn, name=prompt_name, description=summary, extras=extras)
             self._add(self._prompts, prompt_name, prompt)
+            self._scoped(("prompt", prompt_name), own_scopes, fn)
             return fn
 
         return register
@@ -266,6 +288,17 @@ class Registry:
             return fn
 
         return register
+
+    def _scoped(self, key: tuple[str, str], own: frozenset[str] | None, fn: Any) -> None:
+        """Record the scopes of a primitive: its own (None: the server's default) plus
+        those of its FastAPI `Security` dependencies."""
+        extra = security_scopes(fn)
+        if own is None and not extra:
+            self._scopes.pop(key, None)
+        else:
+            self._scopes[key] = (own if own is not None else self._default_scopes) | extra
+
+    _default_scopes: frozenset[str]
 
     def _add(self, registry: dict[str, Any], key: str, item: Any) -> None:
         if key in registry:

@@ -34,7 +34,7 @@ def get_meter(meter_provider: metrics.MeterProvider | None) -> metrics.Meter:
 class Instruments:
     """The synchronous instruments of one middleware, made from one meter."""
 
-    __slots__ = ("cancel_latency", "cancellations", "duration", "orphans")
+    __slots__ = ("auth_failures", "cancel_latency", "cancellations", "duration", "orphans")
 
     def __init__(self, meter: metrics.Meter) -> None:
         self.duration = meter.create_histogram(
@@ -56,6 +56,11 @@ class Instruments:
             a.ORPHANS_ACTIVE,
             unit="{handler}",
             description="Cancelled handlers still running past the cancel grace period.",
+        )
+        self.auth_failures = meter.create_counter(
+            a.AUTH_FAILURES,
+            unit="{request}",
+            description="Requests refused by authorization (401, 403, 400, 503), by reason.",
         )
 
 

@@ -28,6 +28,7 @@ NETWORK_PROTOCOL_NAME: Final = "network.protocol.name"
 NETWORK_PROTOCOL_VERSION: Final = "network.protocol.version"
 CLIENT_ADDRESS: Final = "client.address"
 CLIENT_PORT: Final = "client.port"
+ENDUSER_ID: Final = "enduser.id"  # the principal's subject: only with record_principal
 
 # ours
 CANCELLATION_REASON: Final = "mcp_asgi.cancellation.reason"
@@ -36,6 +37,9 @@ CANCELLATION_LATENCY: Final = "mcp_asgi.cancellation.latency"
 CANCELLATION_OUTCOME: Final = "mcp_asgi.cancellation.outcome"
 CANCELLATION_AFTER_SIDE_EFFECT: Final = "mcp_asgi.cancellation.after_side_effect"
 SIDE_EFFECT_NAME: Final = "mcp_asgi.side_effect.name"
+AUTH_OUTCOME: Final = "mcp_asgi.auth.outcome"  # bearer | host, or why it was refused
+AUTH_CLIENT_ID: Final = "mcp_asgi.auth.client_id"
+AUTH_FAILURE_REASON: Final = "mcp_asgi.auth.failure.reason"
 CANCELLATION_EVENT: Final = "mcp_asgi.cancellation"
 SIDE_EFFECT_EVENT: Final = "mcp_asgi.side_effect"
 
@@ -46,6 +50,7 @@ CANCELLATIONS: Final = "mcp_asgi.cancellations"
 ORPHANS_ACTIVE: Final = "mcp_asgi.orphans.active"
 REQUESTS_ACTIVE: Final = "mcp_asgi.requests.active"
 BUS_OUTAGES: Final = "mcp_asgi.bus.outages"
+AUTH_FAILURES: Final = "mcp_asgi.auth.failures"
 BUS_DROPPED: Final = "mcp_asgi.bus.dropped"
 
 DURATION_BUCKETS: Final = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)

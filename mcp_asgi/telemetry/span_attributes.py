@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from starlette.types import Scope
 
+from mcp_asgi.auth.principal import Principal, principal_in
 from mcp_asgi.protocol.jsonrpc import McpError
 from mcp_asgi.protocol.message import IncomingMessage
 from mcp_asgi.protocol.request import NAME_PARAM, McpRequest
@@ -29,10 +30,11 @@ class SpanShapes:
     name comes from the client, so the store is bounded: emptied when full.
     """
 
-    __slots__ = ("_shapes",)
+    __slots__ = ("_record_principal", "_shapes")
 
-    def __init__(self) -> None:
+    def __init__(self, *, record_principal: bool = False) -> None:
         self._shapes: dict[tuple[Any, ...], tuple[str, dict[str, Any]]] = {}
+        self._record_principal = record_principal
 
     def request_span(
         self, asgi_scope: Scope, request: McpRequest
@@ -64,7 +66,21 @@ class SpanShapes:
         if client:
             attributes[a.CLIENT_ADDRESS] = str(client[0])
             attributes[a.CLIENT_PORT] = int(client[1])
+        principal = principal_in(asgi_scope)
+        if principal is not None:  # never on metrics: a client id is unbounded
+            principal_attributes(attributes, principal, record_principal=self._record_principal)
         return name, common, attributes
+
+
+def principal_attributes(
+    attributes: dict[str, Any], principal: Principal, *, record_principal: bool
+) -> None:
+    """How the request was authenticated, its client id, and (opt-in) its subject."""
+    attributes[a.AUTH_OUTCOME] = principal.source
+    if principal.client_id:
+        attributes[a.AUTH_CLIENT_ID] = principal.client_id
+    if record_principal:
+        attributes[a.ENDUSER_ID] = principal.subject
 
 
 def rejected_span(

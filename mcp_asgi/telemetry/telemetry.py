@@ -10,6 +10,8 @@ from starlette.types import Scope
 
 from mcp_asgi._loggers import telemetry_logger as logger
 from mcp_asgi._version import __version__
+from mcp_asgi.auth.guard import AuthError
+from mcp_asgi.auth.principal import principal_in
 from mcp_asgi.lifecycle.outcome import ScopeObserver
 from mcp_asgi.protocol.jsonrpc import McpError
 from mcp_asgi.protocol.message import IncomingMessage
@@ -18,7 +20,7 @@ from mcp_asgi.telemetry import names as a
 from mcp_asgi.telemetry.instruments import ActiveWatch, Instruments, get_meter
 from mcp_asgi.telemetry.noop import ContextOnly, ProviderWatch
 from mcp_asgi.telemetry.request_telemetry import RequestTelemetry
-from mcp_asgi.telemetry.span_attributes import SpanShapes, rejected_span
+from mcp_asgi.telemetry.span_attributes import SpanShapes, principal_attributes, rejected_span
 from mcp_asgi.telemetry.status import error_reply
 from mcp_asgi.telemetry.trace_context import ParentContext
 
@@ -36,10 +38,12 @@ class Telemetry:
         meter_provider: metrics.MeterProvider | None = None,
         *,
         record_arguments: bool = False,
+        record_principal: bool = False,
     ) -> None:
         self.record_arguments = record_arguments
+        self.record_principal = record_principal
         self.parent_context = ParentContext()
-        self.shapes = SpanShapes()
+        self.shapes = SpanShapes(record_principal=record_principal)
         self._providers = ProviderWatch(tracer_provider, meter_provider)
         self._warned = False
         self.active = ActiveWatch(meter_provider, self.failed)
@@ -80,6 +84,13 @@ class Telemetry:
             self.failed()
             return _NOOP
 
+    def auth_failed(self, reason: str) -> None:
+        """Count a request refused by authorization (`mcp_asgi.auth.failures`, by reason)."""
+        try:
+            self.instruments.auth_failures.add(1, {a.AUTH_FAILURE_REASON: reason})
+        except Exception:
+            self.failed()
+
     def rejected(self, asgi_scope: Scope, message: IncomingMessage, error: McpError) -> None:
         """Emit a short span for a request whose method was readable but that validation
         rejected (protocol version, `_meta`, unknown method, header mismatch)."""
@@ -87,6 +98,11 @@ class Telemetry:
             if self._providers.noop():
                 return
             name, attributes = rejected_span(asgi_scope, message, error)
+            principal = principal_in(asgi_scope)
+            if principal is not None:
+                principal_attributes(attributes, principal, record_principal=self.record_principal)
+            if isinstance(error, AuthError):
+                attributes[a.AUTH_OUTCOME] = error.reason
             meta = message.params.get("_meta")
             parent, links = self.parent_context.extract(meta if isinstance(meta, dict) else {})
             span = self.tracer.start_span(
