@@ -2,6 +2,9 @@
 with requests cancelled the moment the client gives up, and traced with OpenTelemetry."""
 
 from mcp_asgi._version import __version__
+from mcp_asgi.auth.metadata import ProtectedResourceMetadata
+from mcp_asgi.auth.principal import Principal
+from mcp_asgi.auth.verifier import InvalidToken, TokenVerifier
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled
 from mcp_asgi.middleware import McpMiddleware
 from mcp_asgi.protocol.jsonrpc import McpError
@@ -32,14 +35,18 @@ __all__ = [
     "EmbeddedResource",
     "Icon",
     "Image",
+    "InvalidToken",
     "McpError",
     "McpMiddleware",
     "McpServer",
     "McpSettings",
+    "Principal",
+    "ProtectedResourceMetadata",
     "RequestCancelled",
     "ResourceLink",
     "TextContent",
     "TextResource",
+    "TokenVerifier",
     "ToolAnnotations",
     "ToolResult",
     "__version__",

@@ -18,14 +18,18 @@ EXPORTED = [
     "EmbeddedResource",
     "Icon",
     "Image",
+    "InvalidToken",
     "McpError",
     "McpMiddleware",
     "McpServer",
     "McpSettings",
+    "Principal",
+    "ProtectedResourceMetadata",
     "RequestCancelled",
     "ResourceLink",
     "TextContent",
     "TextResource",
+    "TokenVerifier",
     "ToolAnnotations",
     "ToolResult",
     "__version__",
@@ -57,6 +61,7 @@ def test_middleware_options_are_keyword_only() -> None:
         "settings",
         "tracer_provider",
         "meter_provider",
+        "token_verifier",
     ]
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in options.values())
     assert options["server"].default is inspect.Parameter.empty

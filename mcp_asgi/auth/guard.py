@@ -127,7 +127,7 @@ class Authenticator:
                 params.append(f"error={_quoted(error)}")
         if error and description:
             params.append(f"error_description={_quoted(description)}")
-        return "Bearer " + ", ".join(params)
+        return " ".join(["Bearer", ", ".join(params)]) if params else "Bearer"
 
     async def authenticate(self, asgi_scope: Scope) -> Principal:
         """The request's principal, stored in the scope (`PRINCIPAL_KEY`); raises
@@ -213,7 +213,7 @@ class Authenticator:
     ) -> None:
         """Raise the 403 if `principal` lacks any of `required` (plus the endpoint's own
         required scopes, all of which go in the challenge)."""
-        required = tuple(required)
+        required = tuple(sorted(required))
         if required and missing_scopes(principal.scopes, required):
             needed = tuple(dict.fromkeys((*self.required_scopes, *required)))
             raise self.insufficient(needed, request_id)

@@ -35,6 +35,14 @@ class Principal:
     issuer: str | None = None
     source: Literal["bearer", "host"] = "bearer"
 
+    @staticmethod
+    def of(connection: Any) -> Principal | None:
+        """The verified principal of a request, from a Starlette `Request` (or any
+        `HTTPConnection`, or an ASGI scope): for FastAPI dependencies of handlers, e.g.
+        `Principal.of(request)` in a `Security(..., scopes=[...])` dependency. None when
+        the endpoint authenticated nobody."""
+        return principal_in(getattr(connection, "scope", connection))
+
     def has_scopes(self, *required: str) -> bool:
         """Whether the granted scopes cover every one of `required` (`scope_covers`)."""
         return not missing_scopes(self.scopes, required)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
+from fastapi import Security
+from fastapi.security import SecurityScopes
 from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
 
-from mcp_asgi import Context, McpMiddleware, McpServer, McpSettings
+from mcp_asgi import Context, McpMiddleware, McpServer, McpSettings, Principal
 
 from ..helpers import Otel, host_app
 
@@ -19,6 +22,16 @@ class Ran:
 
     def __call__(self, name: str) -> None:
         self.calls.append(name)
+
+
+def admin_principal(security_scopes: SecurityScopes, request: Request) -> Principal:
+    """A security dependency: the verified principal, which has the scopes asked for (the
+    endpoint checked them before the call)."""
+    principal = Principal.of(request)
+    assert principal is not None
+    assert security_scopes.scopes == ["admin"]
+    assert principal.has_scopes(*security_scopes.scopes)
+    return principal
 
 
 def protected_server(ran: Ran) -> McpServer:
@@ -51,6 +64,14 @@ def protected_server(ran: Ran) -> McpServer:
         """Needs admin."""
         ran("purge")
         return "purged"
+
+    @server.tool()
+    async def secured(
+        user: Annotated[Principal, Security(admin_principal, scopes=["admin"])],
+    ) -> str:
+        """A FastAPI Security dependency with scopes: they are the tool's too."""
+        ran("secured")
+        return f"secured for {user.subject}"
 
     @server.tool(scopes=["billing"])
     async def bill() -> str:

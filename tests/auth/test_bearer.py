@@ -101,7 +101,7 @@ async def test_lists_show_what_the_principal_may_call(live: Live) -> None:
     assert [p["name"] for p in prompts["prompts"]] == ["summarize"]
     async with live.client(live.token("tools:read admin")) as client:
         tools = (await client.request("tools/list")).final["result"]
-    assert [t["name"] for t in tools["tools"]] == ["whoami", "purge", "public", "ask"]
+    assert [t["name"] for t in tools["tools"]] == ["whoami", "purge", "secured", "public", "ask"]
 
 
 async def test_missing_scope_is_403_insufficient_scope(live: Live, ran: Ran) -> None:
@@ -345,3 +345,17 @@ async def test_spans_carry_the_outcome_and_client_id_not_the_subject(live: Live)
     assert refused.attributes["mcp_asgi.auth.outcome"] == "insufficient_scope"
     for span in live.otel.spans.get_finished_spans():
         assert token not in json.dumps(dict(span.attributes or {}))
+
+
+async def test_fastapi_security_scopes_in_a_tool(live: Live, ran: Ran) -> None:
+    """`Security(dependency, scopes=["admin"])` in a tool: the scope is the tool's (403
+    without it, before the dependency runs, naming every scope the tool needs, sorted);
+    with it, the dependency gets the principal and its SecurityScopes."""
+    async with live.client(live.token("tools:read")) as client:
+        refused = await client.request("tools/call", {"name": "secured", "arguments": {}})
+    assert refused.status == 403
+    assert 'scope="admin tools:read"' in refused.headers["www-authenticate"]
+    async with live.client(live.token("tools:read admin")) as client:
+        result = await client.call_tool("secured")
+    assert result["content"][0]["text"] == "secured for agent"
+    assert ran.calls == ["secured"]

@@ -48,7 +48,7 @@ async def test_opaque_token_is_introspected_and_cached(
         return await original(url, form, **options)
 
     monkeypatch.setattr("mcp_asgi.auth.introspection.post_form", counting)
-    url, ran = opaque_live
+    url, _ = opaque_live
     token = auth_env.server.token(auth_env.opaque_resource, "tools:read notes")
     assert token.count(".") == 0  # opaque, not a JWT
     async with client(url, token) as mcp:
