@@ -4,6 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 NODE_STAMP := tests/node/node_modules/.installed-stamp
+AUTH_STAMP := tests/authserver/node_modules/.installed-stamp
 
 .PHONY: run test test-deps lint typecheck contracts docs docs-strict pytest conformance bench bench-quick format clean fastapi-range
 
@@ -43,7 +44,12 @@ $(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
 	npm ci --prefix tests/node --no-audit --no-fund
 	touch $(NODE_STAMP)
 
-pytest: $(STAMP) test-deps $(NODE_STAMP)
+# tests/authserver from its lockfile: oidc-provider, the authorization server of tests/auth
+$(AUTH_STAMP): tests/authserver/package.json tests/authserver/package-lock.json
+	npm ci --prefix tests/authserver --no-audit --no-fund
+	touch $(AUTH_STAMP)
+
+pytest: $(STAMP) test-deps $(NODE_STAMP) $(AUTH_STAMP)
 	$(BIN)/python -m pytest
 
 conformance: $(STAMP) $(NODE_STAMP)  ## only the official MCP conformance suite (tests/conformance)
@@ -80,4 +86,4 @@ bench-quick: $(STAMP)  ## a few minutes
 	$(BIN)/python -m bench.cancel_latency --quick
 
 clean:
-	rm -rf $(VENV) site .mypy_cache .pytest_cache .ruff_cache tests/node/node_modules
+	rm -rf $(VENV) site .mypy_cache .pytest_cache .ruff_cache tests/node/node_modules tests/authserver/node_modules

@@ -140,3 +140,47 @@ async def test_record_principal_puts_the_subject_on_spans() -> None:
         assert attributes.get("enduser.id") == expected
         assert attributes["mcp_asgi.auth.outcome"] == "host"
         otel.shutdown()
+
+
+async def test_the_fastapi_dependency_recipe() -> None:
+    """docs/authorization.md: the app's FastAPI security dependency, called from an
+    authentication backend, identifies the caller of a FastAPI app's endpoint."""
+    from fastapi import FastAPI
+    from fastapi.security import HTTPBearer
+    from starlette.requests import Request
+
+    keys = {"key-alice": ("alice", ["tools:read"])}
+    bearer = HTTPBearer(auto_error=False)
+
+    async def current_user(request: Request) -> tuple[str, list[str]] | None:
+        credentials = await bearer(request)
+        return keys.get(credentials.credentials) if credentials else None
+
+    class DependencyBackend(AuthenticationBackend):
+        async def authenticate(
+            self, conn: HTTPConnection
+        ) -> tuple[AuthCredentials, BaseUser] | None:
+            user = await current_user(Request(conn.scope))
+            return (AuthCredentials(user[1]), SimpleUser(user[0])) if user else None
+
+    ran = Ran()
+    app = FastAPI()
+    app.add_middleware(
+        McpMiddleware, server=protected_server(ran), settings=McpSettings(auth_host_identity=True)
+    )
+    app.add_middleware(AuthenticationMiddleware, backend=DependencyBackend())
+    known = await call(
+        app,
+        "tools/call",
+        {"name": "whoami", "arguments": {}},
+        headers={"authorization": "Bearer key-alice"},
+    )
+    unknown = await call(
+        app,
+        "tools/call",
+        {"name": "whoami", "arguments": {}},
+        headers={"authorization": "Bearer key-mallory"},
+    )
+    assert known.result["structuredContent"]["subject"] == "alice"
+    assert unknown.status == 401
+    assert ran.calls == ["whoami"]
