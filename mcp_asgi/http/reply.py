@@ -27,6 +27,9 @@ _SSE_HEADERS: Final = [
     (b"x-accel-buffering", b"no"),
 ]
 _KEEPALIVE: Final = ServerSentEvent(comment="").encode()
+# seconds `end()` waits for its sends: the client is gone, so a send should return at once,
+# but some servers block it for ever (Hypercorn over HTTP/2 once the connection has closed)
+_END_TIMEOUT = 1.0
 
 
 class ReplyState(enum.Enum):
@@ -199,15 +202,21 @@ class ReplyWriter:
         started becomes an empty `499` (nginx's "client closed request"), so middleware
         wrapping this one (e.g. Starlette's `BaseHTTPMiddleware`) sees a response instead
         of raising. No JSON-RPC message is written; servers discard it: the client is gone.
+        A server that blocks the send (the connection is closed) is given up after a second.
         """
         async with self._lock:
             self.state = ReplyState.DONE
             if self._ended:
                 return
             try:
-                if not self._started:
-                    await self._send({"type": "http.response.start", "status": 499, "headers": []})
-                await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+                with anyio.move_on_after(_END_TIMEOUT):
+                    if not self._started:
+                        await self._send(
+                            {"type": "http.response.start", "status": 499, "headers": []}
+                        )
+                    await self._send(
+                        {"type": "http.response.body", "body": b"", "more_body": False}
+                    )
             except Exception:
                 self._ended = True
 

@@ -8,6 +8,7 @@ import anyio
 import pytest
 from starlette.types import Message
 
+from mcp_asgi.http import reply
 from mcp_asgi.http.reply import ReplyState, ReplyWriter
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_loops]
@@ -115,3 +116,20 @@ async def test_a_writer_handed_the_lock_as_it_is_cancelled_passes_it_on() -> Non
             scope.cancel()  # ...which is cancelled before it runs again
     assert order[-1] == "final written"
     assert b'"result"' in b"".join(socket.bodies)
+
+
+async def test_ending_the_reply_of_a_gone_client_never_blocks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server whose send blocks once the connection has closed (Hypercorn over HTTP/2)
+    cannot hold the request: `end()` gives its sends up after a bound."""
+    monkeypatch.setattr(reply, "_END_TIMEOUT", 0.05)
+    sent: list[str] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message["type"])
+        await anyio.sleep_forever()
+
+    with anyio.fail_after(5):
+        await ReplyWriter(send, "json").end()
+    assert sent == ["http.response.start"]
