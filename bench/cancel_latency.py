@@ -286,6 +286,8 @@ def serve(mode: str, port: int, exits: str, kill_grace: float) -> None:
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=1,
+        http="h11",  # the same stack in both venvs, whatever else is installed
+        loop="asyncio",
     )
 
 

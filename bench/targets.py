@@ -342,6 +342,8 @@ def main() -> None:
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=1,
+        http="h11",  # the same stack in both venvs, whatever else is installed
+        loop="asyncio",
     )
 
 

@@ -50,7 +50,9 @@ def serve(app: ASGIApp, **config: Any) -> Iterator[LiveServer]:
 
     `with serve(app) as server:` yields once uvicorn has started (lifespan included) and
     stops it when the block ends. `config` is passed to `uvicorn.Config`, e.g.
-    `timeout_graceful_shutdown=1` or `lifespan="off"`.
+    `timeout_graceful_shutdown=1` or `lifespan="off"`. It runs on uvicorn's pure-Python
+    stack (h11 on asyncio) whatever else is installed; `http="httptools", loop="uvloop"`
+    picks the `uvicorn[standard]` one.
     """
     import uvicorn
 
@@ -59,6 +61,8 @@ def serve(app: ASGIApp, **config: Any) -> Iterator[LiveServer]:
         "port": 0,
         "log_level": "warning",
         "lifespan": "auto",
+        "http": "h11",
+        "loop": "asyncio",
     }
     options.update(config)
     server = uvicorn.Server(uvicorn.Config(app, **options))

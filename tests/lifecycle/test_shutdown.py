@@ -180,6 +180,7 @@ async def test_lifespan_shutdown_cancels_everything_in_flight(otel: Otel) -> Non
 def running(app: Any, **config: Any) -> Iterator[tuple[uvicorn.Server, str, threading.Thread]]:
     """uvicorn on 127.0.0.1 in a thread, with the server object exposed (to stop it)."""
     options: dict[str, Any] = {"host": "127.0.0.1", "port": 0, "log_level": "error"}
+    options.update(http="h11", loop="asyncio")  # as `serve`: other servers are in e2e/servers
     options.update(config)
     server = uvicorn.Server(uvicorn.Config(app, **options))
     thread = threading.Thread(target=server.run, daemon=True)
