@@ -6,6 +6,7 @@ from mcp_asgi.auth.metadata import ProtectedResourceMetadata
 from mcp_asgi.auth.principal import Principal
 from mcp_asgi.auth.verifier import InvalidToken, TokenVerifier
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled
+from mcp_asgi.lifespan import mounted_lifespan
 from mcp_asgi.middleware import McpMiddleware
 from mcp_asgi.protocol.jsonrpc import McpError
 from mcp_asgi.server.content import (
@@ -50,4 +51,5 @@ __all__ = [
     "ToolAnnotations",
     "ToolResult",
     "__version__",
+    "mounted_lifespan",
 ]

@@ -33,6 +33,7 @@ class InFlight:
         self._settings = settings
         self._telemetry = telemetry
         self._scopes: set[RequestScope] = set()
+        self._draining = False
 
     @contextlib.contextmanager
     def open(
@@ -81,8 +82,16 @@ class InFlight:
         """How many requests are in flight."""
         return len(self._scopes)
 
+    @property
+    def draining(self) -> bool:
+        """Whether the server is shutting down (`cancel_all` was called): new requests are
+        refused from then on."""
+        return self._draining
+
     def cancel_all(self) -> list[RequestScope]:
-        """Cancel every request in flight (reason `server_shutdown`); returns them."""
+        """Start draining and cancel every request in flight (reason `server_shutdown`);
+        returns them."""
+        self._draining = True
         scopes = list(self._scopes)
         for request_scope in scopes:
             request_scope.cancel(CancelReason.SERVER_SHUTDOWN)

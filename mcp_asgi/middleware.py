@@ -34,7 +34,7 @@ from mcp_asgi.inflight import InFlight
 from mcp_asgi.input.rounds import InputRounds
 from mcp_asgi.legacy import LegacyEndpoint, is_legacy, is_session_request
 from mcp_asgi.protocol import jsonrpc
-from mcp_asgi.protocol.jsonrpc import INVALID_REQUEST, ProtocolError
+from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
 from mcp_asgi.protocol.message import IncomingMessage, parse_message, peek_id
 from mcp_asgi.server.mcp_server import McpServer, ResultOptions
 from mcp_asgi.settings import McpSettings, normalize_path
@@ -96,6 +96,8 @@ class McpMiddleware:
             record_principal=settings.record_principal,
         )
         self._inflight = InFlight(server, settings, self._telemetry)
+        self._lifespan_started = False  # the server's lifespan startup reached us
+        self._warned = False  # that it did not, at the first request
         options = ResultOptions(
             page_size=settings.page_size,
             ttl_ms=settings.list_ttl_ms,
@@ -127,11 +129,15 @@ class McpMiddleware:
         (and cancel what is in flight at its shutdown); pass everything else to the app."""
         if asgi_scope["type"] == "http" and _route_path(asgi_scope) in self._paths:
             self._attach_bus()
+            self._warn_without_lifespan()
+            if self._inflight.draining:  # 503: retry soon, on another replica
+                await send_json(send, 503, _SHUTTING_DOWN, [(b"retry-after", b"1")])
+                return
             await self._serve_guarded(asgi_scope, receive, send)
         elif asgi_scope["type"] == "lifespan":
             self._attach_bus()
             async with self.server.running():  # the bus's background work lives here
-                await self.app(asgi_scope, self._receive_with_shutdown(receive), send)
+                await self._serve_lifespan(asgi_scope, receive, send)
         elif (
             self._metadata is not None
             and asgi_scope["type"] == "http"
@@ -145,18 +151,52 @@ class McpMiddleware:
         if self._bus is not None:
             self.server.subscriptions.attach(self._bus)
 
-    def _receive_with_shutdown(self, receive: Receive) -> Receive:
+    async def _serve_lifespan(self, asgi_scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the lifespan to the app, cancelling what is in flight when `lifespan.shutdown`
+        arrives (before the app hears of it). An app that returns without taking part in the
+        protocol (it ignores lifespan scopes) is stood in for: startup completes, and
+        shutdown is still seen."""
+        messages: list[str] = []
+
         async def receive_with_shutdown() -> Message:
             message = await receive()
+            messages.append(message["type"])
             if message["type"] == "lifespan.shutdown":
                 await self.cancel_inflight()
             return message
 
-        return receive_with_shutdown
+        async def send_seeing_startup(message: Message) -> None:
+            messages.append(message["type"])
+            if message["type"] == "lifespan.startup.complete":
+                self._lifespan_started = True
+            await send(message)
+
+        await self.app(asgi_scope, receive_with_shutdown, send_seeing_startup)
+        if messages in ([], ["lifespan.startup"]):  # the app does not take part: stand in
+            if not messages:
+                await receive()  # lifespan.startup
+            await send_seeing_startup({"type": "lifespan.startup.complete"})
+            while (await receive_with_shutdown())["type"] != "lifespan.shutdown":
+                pass
+            await send({"type": "lifespan.shutdown.complete"})
+
+    def _warn_without_lifespan(self) -> None:
+        """Say once, loudly, that this middleware cannot see the server shut down."""
+        if self._lifespan_started or self._warned:
+            return
+        self._warned = True
+        logger.warning(
+            "serving MCP requests without a lifespan startup: this middleware cannot see the "
+            "server shut down, so requests in flight then are cut off without their "
+            "server_shutdown error, span or log record. Run the server with lifespan events "
+            "(uvicorn: not --lifespan off), and give an app that mounts this one its lifespan: "
+            "lifespan=mounted_lifespan(app) (see docs/mounting.md#lifespan-and-shutdown)"
+        )
 
     async def cancel_inflight(self) -> None:
-        """Cancel every request in flight (reason `server_shutdown`), end every 2025-era
-        session, and wait, bounded by the cancel grace period, for their handlers to exit."""
+        """Start draining (new requests get 503), cancel every request in flight (reason
+        `server_shutdown`), end every 2025-era session, and wait, bounded by the cancel grace
+        period, for their handlers to exit."""
         scopes = self._inflight.cancel_all()
         if self._legacy is not None:
             self._legacy.close_all()
@@ -228,6 +268,19 @@ class McpMiddleware:
             await send_json(send, error.http_status, reply, headers)
         except ClientGone:
             await ReplyWriter(send, "json").end()
+
+
+_SHUTTING_DOWN = dump(
+    jsonrpc.error_response(
+        None,
+        jsonrpc.McpError(
+            INTERNAL_ERROR,
+            "Service Unavailable: the server is shutting down",
+            {"reason": "server_shutdown"},
+        ),
+    )
+)
+"""The body of the 503 a request gets while the server drains (with `Retry-After: 1`)."""
 
 
 def _bus_of(

@@ -33,6 +33,7 @@ EXPORTED = [
     "ToolAnnotations",
     "ToolResult",
     "__version__",
+    "mounted_lifespan",
 ]
 
 

@@ -59,6 +59,7 @@ def _fields(record: RequestRecord) -> dict[str, Any]:
         "tool": request.target if request.method == "tools/call" else None,
         "prompt": request.target if request.method == "prompts/get" else None,
         "elapsed": record.duration if elapsed is None else elapsed,
+        "latency": record.cancel_latency if record.outcome == "exited" else None,
         "reason": record.reason.value if record.reason else None,
         "outcome": record.outcome,
         "after_side_effect": record.after_side_effect,

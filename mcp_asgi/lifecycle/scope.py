@@ -96,6 +96,7 @@ class RequestScope:
         # how far it got
         self._lock = threading.Lock()  # signals vs. side-effect marks made from threads
         self._replied = False
+        self._returned = False  # the handler returned (a result or an error), not cancelled
         self._finishing = False  # the final response is being written
         self._error_sent = False  # a server-side cancel's reply has been written
         self._ended = False
@@ -186,8 +187,8 @@ class RequestScope:
         if not accepted:
             log_ignored(self._request, reason)
             return False
-        if not self._work.running:
-            self._outcome = "too_late"
+        if self._returned and not self._work.running:
+            self._outcome = "too_late"  # the work was done; only the reply was left
         if reason is CancelReason.CLIENT_DISCONNECT:
             self._writer.abandon()
         signal_token(self._token, reason)
@@ -247,46 +248,53 @@ class RequestScope:
     async def run(self, receive: Receive, call: Callable[[], Awaitable[JsonObject]]) -> None:
         """Run the handler under this scope until it exits (or is orphaned).
 
-        A cancellation from outside (e.g. uvicorn's graceful-shutdown timeout cancelling the
-        ASGI task) is recorded as `server_shutdown`: the reply gets its error, the handler's
-        threads are told, and the cancellation propagates.
+        The handler runs in a child task and the watcher in the request's own task, so a
+        cancellation from outside (an ASGI server's graceful-shutdown timeout cancelling the
+        request's task) lands in the watcher first: it is recorded as `server_shutdown`, the
+        handler sees that reason (`ctx.cancel_reason`, its threads' token) before its own
+        cancellation arrives, the reply gets its error, the grace period is waited out, and
+        the cancellation propagates.
         """
         try:
-            async with beside(self._watch, receive) as watcher:
+            async with beside(self._handle, call):
                 try:
-                    final = await self._call(call)
-                finally:
-                    await self._work.handler_exited()
-                if final is not None:
-                    await self.write(final, final=True)
-                if self._reason is None:
-                    watcher.cancel()
-        except anyio.get_cancelled_exc_class():
-            # our own cancel scopes swallow their cancellations: this one came from outside
-            with anyio.CancelScope(shield=True):
-                await self._stopped_from_outside()
-            raise
+                    await self._watch(receive)
+                except anyio.get_cancelled_exc_class():
+                    # our own cancel scopes swallow their cancellations: this one came from
+                    # outside, before the handler (in its own task) has heard of it
+                    with anyio.CancelScope(shield=True):
+                        await self._stopped_from_outside()
+                    raise
         finally:
             self._end()
             self._over.set()
 
-    async def _watch(self, receive: Receive) -> None:
-        """The watcher task: act on why the watcher stopped. If it fails, the handler is
-        stopped (nothing would watch it any more) and `run` raises the failure."""
+    async def _handle(self, call: Callable[[], Awaitable[JsonObject]]) -> None:
+        """The handler's task: call it, write its final reply, then stop the watcher."""
         try:
-            end = await self._watcher.watch(receive)
-            if end is WatchEnd.CLIENT_GONE:
-                if self.answered:
-                    return  # the reply is complete (ASGI servers then report a disconnect)
-                if self._client_gone():
-                    end = await self._watcher.until_deadline()
-            if end is WatchEnd.DEADLINE:
-                self.cancel(CancelReason.TIMEOUT)
-            if self._reason is not None:
-                await self._after_signal(self._reason)
-        except Exception:
-            self._handler_scope.cancel()
-            raise
+            try:
+                final = await self._call(call)
+            finally:
+                await self._work.handler_exited()
+            if final is not None:
+                await self.write(final, final=True)
+        finally:
+            if self._reason is None:
+                self._watcher.stop()
+
+    async def _watch(self, receive: Receive) -> None:
+        """The request's own task: act on why the watcher stopped. If it fails, the handler
+        is stopped (leaving `beside` cancels it) and `run` raises the failure."""
+        end = await self._watcher.watch(receive)
+        if end is WatchEnd.CLIENT_GONE:
+            if self.answered:
+                return  # the reply is complete (ASGI servers then report a disconnect)
+            if self._client_gone():
+                end = await self._watcher.until_deadline()
+        if end is WatchEnd.DEADLINE:
+            self.cancel(CancelReason.TIMEOUT)
+        if self._reason is not None:
+            await self._after_signal(self._reason)
 
     def _client_gone(self) -> bool:
         """The client went away: cancel, unless this scope outlives disconnects (then only
@@ -356,10 +364,13 @@ class RequestScope:
         with self._handler_scope, self._observer.activate():
             try:
                 self._result = await call()
+                self._returned = True
                 return jsonrpc.response(request_id, self._result)
             except McpError as error:
+                self._returned = True
                 return self._failed(error, None)
             except Exception as exc:
+                self._returned = True
                 if self._reason is None:
                     _errors.exception(
                         "handler failed",
