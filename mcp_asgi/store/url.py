@@ -1,0 +1,18 @@
+"""The store a URL names (the `bus_url` setting names both the bus and the store)."""
+
+from __future__ import annotations
+
+from mcp_asgi.store.base import StateStore
+from mcp_asgi.store.memory import MemoryStore
+
+
+def store_from_url(url: str | None, *, prefix: str = "mcp_asgi:") -> StateStore:
+    """The store a URL names: None for memory, `redis://`, `rediss://` or `unix://` for
+    Redis (the same URL as the bus's `bus_url`)."""
+    if url is None:
+        return MemoryStore()
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ValueError(f"a store URL must be redis://, rediss:// or unix://, got {url!r}")
+    from mcp_asgi.store.redis import RedisStore
+
+    return RedisStore(url, prefix=prefix)
