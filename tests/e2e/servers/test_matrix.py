@@ -130,18 +130,15 @@ def kill_leftover_groups(server: ServerProcess) -> None:
 
 
 def check_cancelled(server: ServerProcess, key: str, reason: str) -> None:
-    """The call `key` (`prefix-kind-mode`) was cancelled for `reason`: its tool saw it (an
-    async handler the server's own cancellation interrupted sees none), one cancellation
-    record, nothing written after the client left, and no process of its group alive."""
+    """The call `key` (`prefix-kind-mode`) was cancelled for `reason`: its tool saw it, one
+    cancellation record (outcome `exited`), nothing written after the client left, and no
+    process of its group alive."""
     kind = key.split("-")[1]
     exits = server.events(event="exited", key=key)
     assert len(exits) == 1, f"{key}: {exits}"
-    if kind == "async" and reason == "server_shutdown":
-        assert exits[0]["reason"] in (None, reason), exits
-    else:
-        assert exits[0]["reason"] == reason, exits
+    assert exits[0]["reason"] == reason, exits
     logs = server.events(event="cancel_log", request_id=key)
-    assert [(log["reason"], log["level"]) for log in logs] == [(reason, "INFO")], logs
+    assert [(log["reason"], log["outcome"]) for log in logs] == [(reason, "exited")], logs
     late = [e for e in server.events(event="late_write", key=key) if e["body"]]
     assert late == [], f"{key}: written after the client left: {late}"
     if kind == "process":
