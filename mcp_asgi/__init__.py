@@ -24,6 +24,7 @@ from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import McpServer
 from mcp_asgi.server.metadata import Annotations, Icon, ToolAnnotations
 from mcp_asgi.settings import McpSettings
+from mcp_asgi.stdio import run_stdio, serve_stdio
 
 __all__ = [
     "Annotations",
@@ -52,4 +53,6 @@ __all__ = [
     "ToolResult",
     "__version__",
     "mounted_lifespan",
+    "run_stdio",
+    "serve_stdio",
 ]

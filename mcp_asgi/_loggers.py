@@ -23,3 +23,5 @@ sessions_logger = logging.getLogger("mcp_asgi.sessions")
 """2025-era sessions."""
 auth_logger = logging.getLogger("mcp_asgi.auth")
 """Access tokens refused (the reason only, never the token) and verifiers unreachable."""
+stdio_logger = logging.getLogger("mcp_asgi.stdio")
+"""The stdio transport: lines that are not messages, cancels of unknown requests."""

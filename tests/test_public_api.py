@@ -34,6 +34,8 @@ EXPORTED = [
     "ToolResult",
     "__version__",
     "mounted_lifespan",
+    "run_stdio",
+    "serve_stdio",
 ]
 
 

@@ -38,16 +38,32 @@ _LEGACY_METHODS: Final = frozenset(
 _CANONICAL_DECIMAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 
 
-def validate(asgi_scope: Scope, message: IncomingMessage, catalog: MethodCatalog) -> McpRequest:
-    """Check a request against the 2026-07-28 rules; raise `ProtocolError` on the first failure."""
+def validate(
+    asgi_scope: Scope | None, message: IncomingMessage, catalog: MethodCatalog
+) -> McpRequest:
+    """Check a request against the 2026-07-28 rules; raise `ProtocolError` on the first failure.
+
+    `asgi_scope` is None for a transport without headers (stdio): the `_meta` envelope is
+    then checked alone, and no `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` or
+    `Mcp-Param-*` header is expected.
+    """
     request_id = message.id
     if request_id is None:
         raise ValueError("validate() takes requests, not notifications")
     fail = _Failer(request_id, legacy=message.method == "initialize")
-    headers = _mcp_headers(asgi_scope)
-    header_version = _header(fail, headers, b"mcp-protocol-version", "MCP-Protocol-Version")
+    headers = _mcp_headers(asgi_scope) if asgi_scope is not None else None
     meta = message.params.get("_meta")
     meta_version = meta.get(META_PREFIX + "protocolVersion") if isinstance(meta, dict) else None
+    if headers is None:  # stdio: the body's version is the only one
+        header_version = meta_version if isinstance(meta_version, str) else None
+        if header_version is None:
+            raise fail(
+                400,
+                INVALID_PARAMS,
+                f"Invalid params: _meta.{META_PREFIX}protocolVersion is required",
+            )
+    else:
+        header_version = _header(fail, headers, b"mcp-protocol-version", "MCP-Protocol-Version")
     if header_version is None:
         raise fail(400, HEADER_MISMATCH, "Header mismatch: MCP-Protocol-Version header is required")
     if isinstance(meta_version, str) and meta_version != header_version:
@@ -91,15 +107,17 @@ def validate(asgi_scope: Scope, message: IncomingMessage, catalog: MethodCatalog
     if not catalog.has_method(message.method):
         data = {"supported": list(MODERN_VERSIONS)} if message.method in _LEGACY_METHODS else None
         raise fail(404, METHOD_NOT_FOUND, f"Method not found: {message.method}", data)
-    _check_header(fail, headers, b"mcp-method", "Mcp-Method", message.method)
+    if headers is not None:
+        _check_header(fail, headers, b"mcp-method", "Mcp-Method", message.method)
     name_key = NAME_PARAM.get(message.method)
     if name_key is not None:
         value = message.params.get(name_key)
         if not isinstance(value, str):
             raise fail(400, INVALID_PARAMS, f"Invalid params: '{name_key}' must be a string")
-        _check_header(fail, headers, b"mcp-name", "Mcp-Name", value)
-        if message.method == "tools/call":
-            _check_param_headers(fail, headers, catalog.param_headers(value), message.params)
+        if headers is not None:
+            _check_header(fail, headers, b"mcp-name", "Mcp-Name", value)
+            if message.method == "tools/call":
+                _check_param_headers(fail, headers, catalog.param_headers(value), message.params)
     return McpRequest(
         id=request_id,
         method=message.method,

@@ -17,6 +17,9 @@ from mcp_asgi.protocol.message import IncomingMessage
 from mcp_asgi.protocol.request import NAME_PARAM, McpRequest
 from mcp_asgi.telemetry import names as a
 
+STDIO_SCOPE_TYPE: Final = "mcp.stdio"
+"""The `type` of the stand-in scope a request read from stdio is observed with: its spans
+say `network.transport` `pipe`, with no HTTP attributes."""
 _MAX_JSON: Final = 8192
 _MAX_SHAPES: Final = 1024
 _NAMED_METHODS: Final = frozenset({"tools/call", "prompts/get"})  # their target names the span
@@ -43,7 +46,13 @@ class SpanShapes:
         attributes."""
         method = request.method
         target = request.target if method in _NAMED_METHODS else None
-        key = (asgi_scope.get("http_version"), method, request.protocol_version, target)
+        key = (
+            asgi_scope.get("type"),
+            asgi_scope.get("http_version"),
+            method,
+            request.protocol_version,
+            target,
+        )
         shape = self._shapes.get(key)
         if shape is None:
             common = _network(asgi_scope)
@@ -109,6 +118,8 @@ def json_value(value: Any) -> str:
 
 
 def _network(asgi_scope: Scope) -> dict[str, Any]:
+    if asgi_scope.get("type") == STDIO_SCOPE_TYPE:
+        return {a.NETWORK_TRANSPORT: "pipe"}
     attributes: dict[str, Any] = {a.NETWORK_TRANSPORT: "tcp", a.NETWORK_PROTOCOL_NAME: "http"}
     http_version = asgi_scope.get("http_version")
     if http_version:

@@ -1,0 +1,19 @@
+"""The same `McpServer` over stdio: one JSON-RPC message a line on stdin and stdout.
+
+    lines        reading lines from stdin, writing them to stdout (one writer at a time),
+                 and `StdioWriter`, the reply writer of one request on the pipe
+    connection   `StdioConnection`: both eras on one pipe, requests in flight by id,
+                 `notifications/cancelled` and EOF turned into cancellations
+    serve        `serve_stdio` / `run_stdio`: the connection on this process's stdin/stdout,
+                 with the server's bus and telemetry; `python -m mcp_asgi.stdio module:server`
+
+Requests run exactly as over HTTP: each in its own `RequestScope` with the same `Context`,
+telemetry and cancellation log; only the transport's signals differ (docs/stdio.md).
+A top layer beside the middleware: it may import every layer below, and nothing imports it
+but the root re-exports; it never imports the middleware or the HTTP endpoints.
+"""
+
+from mcp_asgi.stdio.connection import StdioConnection
+from mcp_asgi.stdio.serve import load_server, run_stdio, serve_stdio
+
+__all__ = ["StdioConnection", "load_server", "run_stdio", "serve_stdio"]

@@ -1,0 +1,346 @@
+"""`StdioConnection`: one client on a pipe, in either era, many requests in flight.
+
+    a line ──► parse ──► notification:  notifications/cancelled ──► that request cancelled
+                                        (reason client_notification; unknown or finished
+                                        ids ignored at DEBUG), others ignored
+                     ──► request:       _meta with a protocolVersion   ──► 2026-07-28
+                                        initialize                     ──► 2025 handshake
+                                        after initialize, without it   ──► 2025 request
+                                        else                           ──► 2026-07-28
+                                        (its validation answers -32602)
+                     ──► its own RequestScope, run beside the reading
+    EOF ─────────────► every request in flight cancelled (client_disconnect), then the
+                       connection ends once they have exited (bounded by the grace period)
+    shutdown() ──────► every request in flight cancelled (server_shutdown, answered)
+
+One pipe multiplexes all requests, so a request's id is its address: an id already in
+flight is refused (-32600). Replies are lines; a cancelled request's writer is abandoned at
+the signal, so nothing is written for it afterwards. A 2025-era client is sent the change
+notifications of the server's bus (list changes, updates of subscribed resources); a
+2026-07-28 client gets them on its `subscriptions/listen` requests.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+import anyio
+from pydantic_core import from_json
+from starlette.types import Message
+
+from mcp_asgi._loggers import stdio_logger as logger
+from mcp_asgi.http.reply import dump
+from mcp_asgi.input.rounds import InputRounds
+from mcp_asgi.legacy import methods as legacy
+from mcp_asgi.legacy.era import negotiate_version
+from mcp_asgi.legacy.sessions import LegacySession
+from mcp_asgi.legacy.stream import notification as change_notification
+from mcp_asgi.lifecycle.cancel import CancelReason
+from mcp_asgi.lifecycle.scope import RequestScope
+from mcp_asgi.protocol import jsonrpc
+from mcp_asgi.protocol.jsonrpc import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    JsonObject,
+    McpError,
+    ProtocolError,
+    RequestId,
+    ResourceNotFound,
+    is_request_id,
+)
+from mcp_asgi.protocol.message import IncomingMessage, parse_message
+from mcp_asgi.protocol.request import META_PREFIX, McpRequest
+from mcp_asgi.protocol.validate import validate
+from mcp_asgi.server.context import Context
+from mcp_asgi.server.listen import LISTEN, SubscriptionFilter
+from mcp_asgi.server.mcp_server import McpServer, ResultOptions
+from mcp_asgi.settings import McpSettings
+from mcp_asgi.stdio.lines import LineReader, LineWriter, StdioWriter
+from mcp_asgi.telemetry import Telemetry
+from mcp_asgi.telemetry.span_attributes import STDIO_SCOPE_TYPE
+
+Call = Callable[[Context], Awaitable[JsonObject]]
+_STDIO_SCOPE: Final = {"type": STDIO_SCOPE_TYPE}
+"""What telemetry and input rounds read instead of an ASGI scope: no headers, no client
+address, no principal (a stdio server reads its credentials from its environment)."""
+_DISCONNECT: Final[Message] = {"type": "http.disconnect"}
+
+
+class StdioConnection:
+    """Serves `server` to the one client at the other end of a pipe."""
+
+    def __init__(
+        self,
+        server: McpServer,
+        reader: LineReader,
+        writer: LineWriter,
+        *,
+        settings: McpSettings,
+        telemetry: Telemetry,
+    ) -> None:
+        self._server = server
+        self._reader = reader
+        self._out = writer
+        self._settings = settings
+        self._telemetry = telemetry
+        key = settings.request_state_key
+        self._inputs = InputRounds(
+            key.get_secret_value().encode() if key else None, ttl=settings.request_state_ttl
+        )
+        self._options = ResultOptions(
+            page_size=settings.page_size,
+            ttl_ms=settings.list_ttl_ms,
+            cache_scope=settings.cache_scope,
+            listen_max_duration=settings.listen_max_duration,
+        )
+        self._session: LegacySession | None = None  # after a 2025-era initialize
+        self._in_flight: dict[RequestId, tuple[RequestScope, StdioWriter]] = {}
+        self._eof = anyio.Event()
+        self._stopping = False
+
+    def __len__(self) -> int:
+        """How many requests are in flight."""
+        return len(self._in_flight)
+
+    async def serve(self) -> None:
+        """Read and serve messages until EOF, then cancel what is in flight and return
+        once it has exited (or after the grace period and a second more)."""
+        async with anyio.create_task_group() as background:
+            background.start_soon(self._relay_changes)
+            async with anyio.create_task_group() as requests:
+                while not self._stopping:
+                    try:
+                        line = await self._reader.readline()
+                    except ValueError:
+                        await self._reply(
+                            None,
+                            ProtocolError(400, INVALID_REQUEST, "Invalid Request: line too long"),
+                        )
+                        continue
+                    if line is None:
+                        break
+                    if line.strip():
+                        await self._on_line(line, requests)
+                self._eof.set()  # every watcher reports the client gone
+                if self._in_flight:
+                    logger.debug("stdin closed with %d requests in flight", len(self._in_flight))
+                requests.cancel_scope.deadline = (
+                    anyio.current_time() + self._settings.cancel_grace + 1.0
+                )
+            background.cancel_scope.cancel()
+
+    async def shutdown(self) -> None:
+        """Cancel every request in flight (reason `server_shutdown`: each is answered with
+        its error), stop reading, and wait (bounded by the grace period and a second) for
+        their handlers to exit."""
+        self._stopping = True
+        scopes = [request_scope for request_scope, _ in self._in_flight.values()]
+        for request_scope in scopes:
+            request_scope.cancel(CancelReason.SERVER_SHUTDOWN)
+        with anyio.move_on_after(self._settings.cancel_grace + 1.0):
+            for request_scope in scopes:
+                await request_scope.wait_exited()
+
+    # -- one line ----------------------------------------------------------------------
+
+    async def _on_line(self, line: bytes, requests: anyio.abc.TaskGroup) -> None:
+        try:
+            message = parse_message(line)
+        except ProtocolError as error:
+            if not _is_response(line):  # we send no requests: a response answers nothing
+                await self._reply(error.request_id, error)
+            return
+        if message.is_notification:
+            self._notified(message)
+            return
+        request_id = message.id
+        assert request_id is not None
+        if request_id in self._in_flight:
+            await self._reply(
+                request_id,
+                McpError(
+                    INVALID_REQUEST,
+                    "Invalid Request: a request with this id is already in flight",
+                ),
+            )
+            return
+        try:
+            request, call = self._prepare(message)
+            inputs = self._inputs.begin(_STDIO_SCOPE, request)
+        except ProtocolError as error:
+            self._telemetry.rejected(_STDIO_SCOPE, message, error)
+            await self._reply(request_id, error)
+            return
+        request_scope, writer, ctx = self._open(request, inputs)
+        self._in_flight[request_id] = (request_scope, writer)
+        requests.start_soon(self._run, request_scope, ctx, call)
+
+    def _prepare(self, message: IncomingMessage) -> tuple[McpRequest, Call]:
+        """The validated request and what answers it, in its era."""
+        meta = message.params.get("_meta")
+        modern = isinstance(meta, dict) and META_PREFIX + "protocolVersion" in meta
+        if message.method == "initialize" and not modern:
+            return self._initialize(message)
+        if modern or self._session is None:
+            server, options = self._server, self._options
+            request = validate(None, message, server)
+            if request.method == LISTEN:
+                SubscriptionFilter.parse(request.params, request.id)  # 400 before it opens
+            return request, lambda ctx: server.dispatch(request, ctx, options)
+        return self._legacy_request(message, self._session)
+
+    def _initialize(self, message: IncomingMessage) -> tuple[McpRequest, Call]:
+        params = message.params
+        capabilities = params.get("capabilities", {})
+        client_info = params.get("clientInfo")
+        if not isinstance(params.get("protocolVersion"), str) or not isinstance(capabilities, dict):
+            raise ProtocolError(
+                400,
+                INVALID_PARAMS,
+                "Invalid params: initialize needs 'protocolVersion' and 'capabilities'",
+                request_id=message.id,
+            )
+        session = LegacySession(
+            "stdio",
+            protocol_version=negotiate_version(params["protocolVersion"]),
+            capabilities=capabilities,
+            client_info=client_info if isinstance(client_info, dict) else None,
+            clock=time.monotonic,
+        )
+        self._session = session
+        result = legacy.initialize_result(self._server, session.protocol_version)
+
+        async def call(ctx: Context) -> JsonObject:
+            return result
+
+        return _legacy(message, session), call
+
+    def _legacy_request(
+        self, message: IncomingMessage, session: LegacySession
+    ) -> tuple[McpRequest, Call]:
+        method, params = message.method, message.params
+        if not legacy.serves(self._server, method):
+            raise ProtocolError(
+                200, METHOD_NOT_FOUND, f"Method not found: {method}", request_id=message.id
+            )
+        problem = legacy.check_params(method, params)
+        if problem is not None:
+            raise ProtocolError(200, INVALID_PARAMS, problem, request_id=message.id)
+        request = _legacy(message, session)
+        if method in legacy.SESSION_METHODS:
+
+            async def call(ctx: Context) -> JsonObject:
+                return legacy.session_method(session, method, params)
+
+            return request, call
+        server, options = self._server, self._options
+
+        async def dispatch(ctx: Context) -> JsonObject:
+            try:
+                result = await server.dispatch(request, ctx, options)
+            except ResourceNotFound as error:
+                raise legacy.legacy_error(error) from None
+            return legacy.legacy_result(result)
+
+        return request, dispatch
+
+    def _notified(self, message: IncomingMessage) -> None:
+        if message.method != "notifications/cancelled":
+            return  # notifications/initialized and the rest need nothing
+        request_id = message.params.get("requestId")
+        found = self._in_flight.get(request_id) if is_request_id(request_id) else None
+        if found is None:
+            logger.debug("cancel ignored: no such request in flight")
+            return
+        request_scope, writer = found
+        if request_scope.request.method == "initialize":
+            return  # the spec: initialize is never cancelled
+        if request_scope.cancel(CancelReason.CLIENT_NOTIFICATION):
+            writer.abandon()  # a line already waiting for its turn is dropped too
+
+    # -- one request -------------------------------------------------------------------
+
+    def _open(self, request: McpRequest, inputs: Any) -> tuple[RequestScope, StdioWriter, Context]:
+        settings, server = self._settings, self._server
+        writer = StdioWriter(self._out)
+        listen = request.method == LISTEN
+        timeout = (
+            None if listen else _min(settings.max_request_duration, server.timeout_for(request))
+        )
+        request_scope = RequestScope(
+            request,
+            writer,
+            timeout=timeout,
+            cancel_grace=settings.cancel_grace,
+            keepalive_interval=settings.keepalive_interval,
+            observer=self._telemetry.begin(_STDIO_SCOPE, request),
+            on_server_end=server.subscriptions.server_end(request) if listen else None,
+        )
+        ctx = Context(
+            request_scope,
+            progress_min_interval=settings.progress_min_interval,
+            process_kill_grace=settings.process_kill_grace,
+            cancel_grace=settings.cancel_grace,
+            inputs=inputs,
+        )
+        return request_scope, writer, ctx
+
+    async def _run(self, request_scope: RequestScope, ctx: Context, call: Call) -> None:
+        request_id = request_scope.request.id
+        try:
+            await request_scope.run(self._receive, lambda: call(ctx))
+        finally:
+            if self._in_flight.get(request_id, (None,))[0] is request_scope:
+                del self._in_flight[request_id]
+
+    async def _receive(self) -> Message:
+        """What a request's watcher reads: the client is gone when stdin closes."""
+        await self._eof.wait()
+        return _DISCONNECT
+
+    async def _reply(self, request_id: RequestId | None, error: McpError) -> None:
+        await self._out.write(dump(jsonrpc.error_response(request_id, error)))
+
+    async def _relay_changes(self) -> None:
+        """Change notifications for a 2025-era client (2026-07-28 clients listen)."""
+        async with self._server.bus.subscribe() as events:
+            async for event in events:
+                session = self._session
+                message = change_notification(event, session) if session is not None else None
+                if message is not None:
+                    await self._out.write(dump(message))
+
+
+def _legacy(message: IncomingMessage, session: LegacySession) -> McpRequest:
+    meta = message.params.get("_meta")
+    meta = meta if isinstance(meta, dict) else {}
+    token = meta.get("progressToken")
+    assert message.id is not None
+    return McpRequest(
+        id=message.id,
+        method=message.method,
+        params=message.params,
+        protocol_version=session.protocol_version,
+        client_capabilities=session.capabilities,
+        client_info=session.client_info,
+        log_level=session.log_level,
+        progress_token=token if isinstance(token, (str, int)) else None,
+        meta=meta,
+    )
+
+
+def _is_response(line: bytes) -> bool:
+    try:
+        data = from_json(line)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and "method" not in data and ("result" in data or "error" in data)
+
+
+def _min(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
