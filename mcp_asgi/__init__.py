@@ -9,6 +9,7 @@ from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelle
 from mcp_asgi.lifespan import mounted_lifespan
 from mcp_asgi.middleware import McpMiddleware
 from mcp_asgi.protocol.jsonrpc import McpError
+from mcp_asgi.routes import AppRoutes
 from mcp_asgi.server.content import (
     Audio,
     BlobResource,
@@ -23,11 +24,13 @@ from mcp_asgi.server.content import (
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import McpServer
 from mcp_asgi.server.metadata import Annotations, Icon, ToolAnnotations
+from mcp_asgi.server.sources import SourceTool, ToolSource
 from mcp_asgi.settings import McpSettings
 from mcp_asgi.stdio import run_stdio, serve_stdio
 
 __all__ = [
     "Annotations",
+    "AppRoutes",
     "Audio",
     "BlobResource",
     "CancelReason",
@@ -46,11 +49,13 @@ __all__ = [
     "ProtectedResourceMetadata",
     "RequestCancelled",
     "ResourceLink",
+    "SourceTool",
     "TextContent",
     "TextResource",
     "TokenVerifier",
     "ToolAnnotations",
     "ToolResult",
+    "ToolSource",
     "__version__",
     "mounted_lifespan",
     "run_stdio",

@@ -25,3 +25,5 @@ auth_logger = logging.getLogger("mcp_asgi.auth")
 """Access tokens refused (the reason only, never the token) and verifiers unreachable."""
 stdio_logger = logging.getLogger("mcp_asgi.stdio")
 """The stdio transport: lines that are not messages, cancels of unknown requests."""
+routes_logger = logging.getLogger("mcp_asgi.routes")
+"""The host app's routes as tools: a route that cannot be one, and why."""

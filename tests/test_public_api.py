@@ -9,6 +9,7 @@ from mcp_asgi import McpMiddleware, McpServer
 
 EXPORTED = [
     "Annotations",
+    "AppRoutes",
     "Audio",
     "BlobResource",
     "CancelReason",
@@ -27,11 +28,13 @@ EXPORTED = [
     "ProtectedResourceMetadata",
     "RequestCancelled",
     "ResourceLink",
+    "SourceTool",
     "TextContent",
     "TextResource",
     "TokenVerifier",
     "ToolAnnotations",
     "ToolResult",
+    "ToolSource",
     "__version__",
     "mounted_lifespan",
     "run_stdio",

@@ -111,7 +111,7 @@ class McpServer(Registry, Methods, ChangeNotifications):
     def capabilities(self) -> JsonObject:
         """The server capabilities advertised by `server/discover`."""
         caps: JsonObject = {"logging": {}}
-        if self._tools:
+        if self._tools or self._sourced:
             caps["tools"] = {"listChanged": True}
         if self._resources:
             caps["resources"] = {"listChanged": True, "subscribe": True}
@@ -127,7 +127,7 @@ class McpServer(Registry, Methods, ChangeNotifications):
             return False
         family = method.split("/", 1)[0]
         gate = {
-            "tools": self._tools,
+            "tools": self._tools or self._sourced,
             "resources": self._resources,
             "prompts": self._prompts,
             "completion": self._completers,
@@ -145,7 +145,7 @@ class McpServer(Registry, Methods, ChangeNotifications):
     def declared_scopes(self) -> frozenset[str]:
         """Every scope the server's tools, resources and prompts need (with the default):
         what the Protected Resource Metadata lists as `scopes_supported`."""
-        return self._default_scopes.union(*self._scopes.values())
+        return self._default_scopes.union(*self._scopes.values(), self._sourced.declared_scopes())
 
     def required_scopes(self, method: str, params: Mapping[str, Any]) -> frozenset[str]:
         """The scopes a request needs: the called tool's, the prompt's, the read resource's
@@ -191,8 +191,9 @@ class McpServer(Registry, Methods, ChangeNotifications):
     def timeout_for(self, request: McpRequest) -> float | None:
         """The tool's own timeout, if the request calls a tool that has one."""
         if request.method == "tools/call":
-            tool = self._tools.get(str(request.params.get("name")))
-            return tool.timeout if tool else None
+            name = str(request.params.get("name"))
+            tool = self._tools.get(name)
+            return tool.timeout if tool else self._sourced.timeout_of(name)
         return None
 
     # -- dispatch --------------------------------------------------------------------

@@ -19,6 +19,7 @@ from mcp_asgi.protocol.jsonrpc import INVALID_PARAMS, JsonObject, McpError, Reso
 from mcp_asgi.protocol.request import McpRequest
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.primitives import Prompt, Resource, Tool
+from mcp_asgi.server.sourced import SourcedTools
 
 T = TypeVar("T")
 _MAX_COMPLETIONS = 100
@@ -47,15 +48,24 @@ class Methods:
     _completers: dict[tuple[str, str], Callable[..., Any]]
     _scopes: dict[tuple[str, str], frozenset[str]]
     _default_scopes: frozenset[str]
+    _sourced: SourcedTools
 
     def scopes_of(self, kind: str, key: str) -> frozenset[str]:
         """The scopes a `"tool"`, `"resource"` or `"prompt"` (by name, or URI as
-        registered) needs: its own, else the server's default."""
-        return self._scopes.get((kind, key), self._default_scopes)
+        registered) needs: its own, else the server's default; a source's tool, its
+        source's."""
+        own = self._scopes.get((kind, key))
+        if own is not None:
+            return own
+        if kind == "tool" and key not in self._tools and self._sourced:
+            return self._sourced.scopes_of(key, self._default_scopes)
+        return self._default_scopes
 
     async def _list(self, request: McpRequest, ctx: Context, options: ResultOptions) -> JsonObject:
         """`tools/list`, `resources/list`, `resources/templates/list` and `prompts/list`;
         with an authenticated principal, only what it may call or read."""
+        if request.method == "tools/list" and self._sourced:
+            await self._sourced.load(ctx, self._tools)
         key, items = self._listed(request.method)
         principal = ctx.principal
         if principal is not None:
@@ -68,7 +78,7 @@ class Methods:
     def _listed(self, method: str) -> tuple[str, Sequence[_Describable]]:
         """The result key and all the items of a list method."""
         if method == "tools/list":
-            return "tools", list(self._tools.values())
+            return "tools", [*self._tools.values(), *self._sourced.tools()]
         if method == "prompts/list":
             return "prompts", list(self._prompts.values())
         templates = method == "resources/templates/list"
@@ -78,6 +88,14 @@ class Methods:
     async def _call_tool(
         self, request: McpRequest, ctx: Context, options: ResultOptions
     ) -> JsonObject:
+        name = str(request.params["name"])
+        if name not in self._tools and self._sourced:
+            sourced = self._sourced.get(name)
+            if sourced is None:
+                await self._sourced.load(ctx, self._tools)
+                sourced = self._sourced.get(name)
+            if sourced is not None:
+                return await sourced.call(_arguments(request), ctx)
         tool = _named(self._tools, request, "tool")
         return await tool.call(_arguments(request), ctx)
 

@@ -24,6 +24,8 @@ from mcp_asgi.server.metadata import (
 from mcp_asgi.server.primitives import Prompt, Resource, Tool
 from mcp_asgi.server.schema import inspect_handler, parse_docstring
 from mcp_asgi.server.scopes import check_scopes, security_scopes
+from mcp_asgi.server.sourced import SourcedTools
+from mcp_asgi.server.sources import ToolSource
 
 F = TypeVar("F", bound=Callable[..., Any])
 Completer = Callable[..., Any]
@@ -41,6 +43,7 @@ class Registry:
         self._prompts: dict[str, Prompt] = {}
         self._completers: dict[tuple[str, str], Completer] = {}
         self._scopes: dict[tuple[str, str], frozenset[str]] = {}  # (kind, name): own scopes
+        self._sourced = SourcedTools(lambda: self._registry_changed(self._tools))
 
     @overload
     def tool(self, name: F, /) -> F: ...
@@ -288,6 +291,19 @@ class Registry:
             return fn
 
         return register
+
+    def add_source(self, source: ToolSource) -> None:
+        """Serve the tools of `source` beside the decorated ones: the host app's routes
+        (`AppRoutes`), or any other `ToolSource`.
+
+        Its tools are listed from the source when first needed (a `tools/list`, or a
+        `tools/call` of a name no decorated tool has) and again after `source.changed()`,
+        which also tells listening clients (`notifications/tools/list_changed`). A
+        decorated tool keeps its name over a source's tool of the same name. Adding a
+        source announces the change too. `TypeError` for something that is not a
+        `ToolSource`, `ValueError` for a source already added.
+        """
+        self._sourced.add(source)
 
     def _scoped(self, key: tuple[str, str], own: frozenset[str] | None, fn: Any) -> None:
         """Record the scopes of a primitive: its own (None: the server's default) plus

@@ -1,0 +1,160 @@
+"""`SourcedTools`: the server's side of its tool sources (server/sources.py).
+
+For each source added with `McpServer.add_source`, the catalog of what it exposes: read
+from the source when first needed (a `tools/list`, or a `tools/call` of a name no
+decorated tool has) and again after the source's `changed()`; selected, named, and
+checked against the names already taken. A source whose list cannot be read keeps its
+last catalog (logged); the next request tries again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container
+from dataclasses import dataclass
+from typing import Any
+
+from mcp_asgi._loggers import errors_logger as _errors
+from mcp_asgi.protocol.jsonrpc import JsonObject, McpError
+from mcp_asgi.server.context import Context
+from mcp_asgi.server.primitives import tool_error
+from mcp_asgi.server.sources import SourceTool, ToolSource
+
+
+@dataclass(frozen=True, slots=True)
+class SourcedTool:
+    """A tool a source offers, as the server exposes it."""
+
+    name: str
+    source: ToolSource
+    tool: SourceTool
+
+    def describe(self) -> JsonObject:
+        return {**self.tool.definition, "name": self.name}
+
+    async def call(self, arguments: dict[str, Any], ctx: Context) -> JsonObject:
+        """The source's answer; a failure of the source (not the request's cancellation,
+        nor an `McpError`) becomes an `isError` result, logged."""
+        try:
+            return await self.source.call_tool(self.tool, arguments, ctx)
+        except McpError:
+            raise
+        except Exception as exc:
+            if not ctx.cancelled:
+                _errors.warning(
+                    "tool %r of %s failed",
+                    self.name,
+                    type(self.source).__name__,
+                    exc_info=True,
+                    extra={"request_id": ctx.request_id, "method": ctx.method},
+                )
+            return tool_error(f"Tool {self.name!r} failed: {type(exc).__name__}")
+
+
+class _Catalog:
+    __slots__ = ("read", "source", "tools", "version")
+
+    def __init__(self, source: ToolSource) -> None:
+        self.source = source
+        self.tools: dict[str, SourcedTool] = {}
+        self.version = 1  # raised by every changed()
+        self.read = 0  # the version the tools were read at
+
+    @property
+    def stale(self) -> bool:
+        return self.read != self.version
+
+
+class SourcedTools:
+    """The sources of one server and the tools each exposes."""
+
+    def __init__(self, announce: Callable[[], None]) -> None:
+        self._catalogs: list[_Catalog] = []
+        self._announce = announce
+
+    def __bool__(self) -> bool:
+        return bool(self._catalogs)
+
+    def add(self, source: ToolSource) -> None:
+        if not isinstance(source, ToolSource):
+            raise TypeError("add_source() takes a ToolSource (e.g. mcp_asgi.AppRoutes)")
+        if any(c.source is source for c in self._catalogs):
+            raise ValueError(f"this {type(source).__name__} is already added")
+        catalog = _Catalog(source)
+
+        def changed() -> None:
+            catalog.version += 1
+            self._announce()
+
+        source._watch(changed)
+        self._catalogs.append(catalog)
+        self._announce()
+
+    async def load(self, ctx: Context, taken: Container[str]) -> None:
+        """Read every source whose catalog is stale; `taken`: the decorated tools' names."""
+        for catalog in self._catalogs:
+            if catalog.stale:
+                await self._read(catalog, ctx, taken)
+
+    def tools(self) -> list[SourcedTool]:
+        return [tool for catalog in self._catalogs for tool in catalog.tools.values()]
+
+    def get(self, name: str) -> SourcedTool | None:
+        for catalog in self._catalogs:
+            tool = catalog.tools.get(name)
+            if tool is not None:
+                return tool
+        return None
+
+    def scopes_of(self, name: str, default: frozenset[str]) -> frozenset[str]:
+        """The scopes calling `name` needs: its source's; for a name no catalog has while a
+        catalog is still unread, those of every unread source (the strictest answer)."""
+        for catalog in self._catalogs:
+            if name in catalog.tools:
+                return _scopes(catalog.source, default)
+        unread = [c.source for c in self._catalogs if c.stale and not c.tools]
+        return default.union(*(_scopes(source, default) for source in unread))
+
+    def declared_scopes(self) -> frozenset[str]:
+        found = (c.source.scopes for c in self._catalogs)
+        return frozenset().union(*(s for s in found if s))
+
+    def timeout_of(self, name: str) -> float | None:
+        """A call's timeout: its source's; for a name no catalog has while a catalog is
+        still unread, the shortest of the unread sources' (the call reads them)."""
+        tool = self.get(name)
+        if tool is not None:
+            return tool.source.timeout
+        unread = [c.source.timeout for c in self._catalogs if c.stale and not c.tools]
+        timeouts = [t for t in unread if t is not None]
+        return min(timeouts) if timeouts else None
+
+    async def _read(self, catalog: _Catalog, ctx: Context, taken: Container[str]) -> None:
+        source = catalog.source
+        kind = type(source).__name__
+        version = catalog.version
+        try:
+            offered = await source.list_tools(ctx)
+            tools: dict[str, SourcedTool] = {}
+            others = {n for c in self._catalogs if c is not catalog for n in c.tools}
+            for tool in offered:
+                if not source.selection.selects(tool.name, tool.labels):
+                    continue
+                name = source.exposed_name(tool)
+                if name in taken or name in others or name in tools:
+                    _errors.warning(
+                        "%s: tool %r (%r) is not exposed: the name is already taken",
+                        kind,
+                        name,
+                        tool.name,
+                    )
+                    continue
+                tools[name] = SourcedTool(name, source, tool)
+        except Exception:
+            _errors.warning("%s: its tools could not be listed", kind, exc_info=True)
+            return
+        catalog.tools = tools
+        catalog.read = version  # a changed() during the read leaves it stale
+
+
+def _scopes(source: ToolSource, default: frozenset[str]) -> frozenset[str]:
+    return source.scopes if source.scopes is not None else default

@@ -1,0 +1,185 @@
+"""Tool sources: tools that come from elsewhere than the decorators, and what the server
+does alike with every source: choose its tools, name them, and relay changes of its list.
+
+    ToolSource   the base class of a source: `list_tools` and `call_tool` (the source's
+                 part), `include`/`exclude`, `names`/`prefix`, `scopes`, `timeout` and
+                 `changed()` (done here, the same for every source)
+    SourceTool   one tool as its source offers it: its name, its definition, its labels
+    Selection    include/exclude selectors over a tool's name and labels
+
+Sources so far: the host app's routes (`mcp_asgi.routes.AppRoutes`). A downstream MCP
+server plugs in the same way: it lists the downstream's tools (`tools/list`), forwards a
+call, and calls `changed()` when the downstream says its list changed.
+
+The server's side (which tools are exposed, read when, under which names) is
+`server/sourced.py`::
+
+    McpServer.add_source(source) ─► source.list_tools(ctx)  at the first tools/list or
+                                    unknown tools/call, again after source.changed()
+                                 ─► selected (include/exclude), named (names, prefix)
+    tools/call of such a name    ─► source.call_tool(tool, arguments, ctx), in the
+                                    handler's task: the request's cancellation reaches it
+    source.changed()             ─► the list is read again at the next tools/list, and
+                                    listening clients get notifications/tools/list_changed
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any, Final
+
+from mcp_asgi.protocol.jsonrpc import JsonObject
+from mcp_asgi.server.context import Context
+from mcp_asgi.server.scopes import check_scopes
+
+__all__ = ["Selection", "SourceTool", "ToolSource", "tool_name"]
+
+_LABELLED: Final = re.compile(r"([a-z]+):(.*)", re.DOTALL)
+_NOT_IN_NAME: Final = re.compile(r"[^A-Za-z0-9_.-]")
+_MAX_NAME: Final = 128
+
+
+@dataclass(frozen=True, slots=True)
+class SourceTool:
+    """One tool as its source offers it.
+
+    - `name`: the source's own name for it (an operation id, a downstream tool's name).
+    - `definition`: its `tools/list` entry apart from the name: `inputSchema` (required),
+      and any of `description`, `title`, `outputSchema`, `annotations`, `icons`, `_meta`.
+    - `labels`: what selectors can match besides the name, as `kind:value` strings
+      (the routes': `tag:items`, `path:/items/{item_id}`, `method:GET`).
+    - `handle`: whatever the source needs to call it; the server never reads it.
+    """
+
+    name: str
+    definition: Mapping[str, Any]
+    labels: frozenset[str] = frozenset()
+    handle: Any = field(default=None, compare=False)
+
+
+class Selection:
+    """Which of a source's tools are exposed: `include` (None: all) minus `exclude`.
+
+    A selector is a pattern (`fnmatch`, case-sensitive: `*`, `?`, `[abc]`) matched against
+    the tool's name as the source gives it, or `kind:pattern` matched against its labels
+    of that kind (`tag:admin`, `path:/items/*`, `method:DELETE`); `name:pattern` names
+    the name explicitly. A plain list of names is an explicit list.
+    """
+
+    __slots__ = ("_exclude", "_include")
+
+    def __init__(self, include: Sequence[str] | None, exclude: Sequence[str]) -> None:
+        self._include = None if include is None else _selectors(include, "include")
+        self._exclude = _selectors(exclude, "exclude")
+
+    def selects(self, name: str, labels: Iterable[str] = ()) -> bool:
+        """Whether a tool of this name and labels is exposed."""
+        labels = frozenset(labels)
+        if self._include is not None and not any(_matches(s, name, labels) for s in self._include):
+            return False
+        return not any(_matches(s, name, labels) for s in self._exclude)
+
+
+class ToolSource(abc.ABC):
+    """Where tools come from besides `@server.tool`: subclass it, and add an instance to a
+    server with `server.add_source(source)`.
+
+    - `include`, `exclude`: which of its tools are exposed (`Selection`); default: all.
+    - `names`: the exposed name of a tool, by the source's name for it; `prefix`: put
+      before every other name. A name is made a valid MCP tool name: characters other
+      than letters, digits, `_`, `-` and `.` become `_`, and it is cut at 128.
+    - `scopes`: the OAuth scopes calling (and listing) its tools needs, with
+      authorization on; default: the server's `default_scopes`.
+    - `timeout`: seconds after which a call of its tools is cancelled (reason `timeout`).
+
+    A name already taken (by a decorated tool, or another source's) is not exposed again:
+    the first one keeps it, and the later one is logged (`mcp_asgi.errors`, WARNING).
+    """
+
+    def __init__(
+        self,
+        *,
+        include: Sequence[str] | None = None,
+        exclude: Sequence[str] = (),
+        names: Mapping[str, str] | None = None,
+        prefix: str = "",
+        scopes: Sequence[str] | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"{owner}: timeout must be positive")
+        if not isinstance(prefix, str):
+            raise TypeError(f"{owner}: prefix must be a str")
+        renames = dict(names or {})
+        if not all(isinstance(k, str) and isinstance(v, str) and v for k, v in renames.items()):
+            raise TypeError(f"{owner}: names maps a tool's name to a non-empty str")
+        self.selection = Selection(include, exclude)
+        """Which tools are exposed."""
+        self.scopes = check_scopes(scopes, owner)
+        """The scopes its tools need (None: the server's default)."""
+        self.timeout = timeout
+        """Seconds after which a call of its tools is cancelled, or None."""
+        self._names = renames
+        self._prefix = prefix
+        self._listeners: list[Callable[[], None]] = []
+
+    @abc.abstractmethod
+    async def list_tools(self, ctx: Context) -> Sequence[SourceTool]:
+        """The tools the source offers now. Called with the context of the request that
+        needs them (a `tools/list`, or a `tools/call` of a name not known yet); again
+        after `changed()`. An exception is logged and the list stays as it was."""
+
+    @abc.abstractmethod
+    async def call_tool(
+        self, tool: SourceTool, arguments: dict[str, Any], ctx: Context
+    ) -> JsonObject:
+        """Call one of its tools, in the handler's task (the request's cancellation and
+        deadline reach it), and answer the `tools/call` result (`isError` for a failure
+        the model can act on). Another exception becomes an `isError` result, logged."""
+
+    def exposed_name(self, tool: SourceTool) -> str:
+        """The name the server lists `tool` under."""
+        return tool_name(self._names.get(tool.name, self._prefix + tool.name))
+
+    def changed(self) -> None:
+        """The source's list of tools changed: it is read again at the next `tools/list`,
+        and clients listening for `toolsListChanged` are told now. Safe from any thread."""
+        for listener in list(self._listeners):
+            listener()
+
+    def _watch(self, listener: Callable[[], None]) -> None:
+        """Call `listener` on every `changed()` (the server that serves the source)."""
+        self._listeners.append(listener)
+
+
+def tool_name(name: str) -> str:
+    """`name` as a valid MCP tool name (letters, digits, `_`, `-`, `.`; 1 to 128)."""
+    return (_NOT_IN_NAME.sub("_", name) or "_")[:_MAX_NAME]
+
+
+def _selectors(selectors: Sequence[str], option: str) -> tuple[tuple[str | None, str], ...]:
+    if isinstance(selectors, str) or not all(isinstance(s, str) and s for s in selectors):
+        raise TypeError(f"{option} must be a list of non-empty selector strings")
+    parsed: list[tuple[str | None, str]] = []
+    for selector in selectors:
+        labelled = _LABELLED.fullmatch(selector)
+        if labelled is None or labelled.group(1) == "name":
+            parsed.append((None, labelled.group(2) if labelled else selector))
+        else:
+            parsed.append((labelled.group(1), labelled.group(2)))
+    return tuple(parsed)
+
+
+def _matches(selector: tuple[str | None, str], name: str, labels: frozenset[str]) -> bool:
+    kind, pattern = selector
+    if kind is None:
+        return fnmatchcase(name, pattern)
+    prefix = kind + ":"
+    return any(
+        fnmatchcase(label[len(prefix) :], pattern) for label in labels if label.startswith(prefix)
+    )
