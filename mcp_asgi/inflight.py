@@ -14,7 +14,7 @@ import anyio
 from starlette.types import Scope
 
 from mcp_asgi.http.reply import ReplyWriter
-from mcp_asgi.input.rounds import InputRound
+from mcp_asgi.input.asking import Asking
 from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.lifecycle.scope import RequestScope
 from mcp_asgi.protocol.request import McpRequest
@@ -43,7 +43,7 @@ class InFlight:
         writer: ReplyWriter,
         *,
         cancel_on_disconnect: bool = True,
-        inputs: InputRound | None = None,
+        inputs: Asking | None = None,
         body: bytes = b"",
     ) -> Iterator[tuple[RequestScope, Context]]:
         """The scope and context of one request, tracked while it runs. `asgi_scope` and

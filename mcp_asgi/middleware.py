@@ -34,11 +34,12 @@ from mcp_asgi.inflight import InFlight
 from mcp_asgi.input.rounds import InputRounds
 from mcp_asgi.legacy import LegacyEndpoint, is_legacy, is_session_request
 from mcp_asgi.protocol import jsonrpc
+from mcp_asgi.protocol.headers import header
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
-from mcp_asgi.protocol.message import IncomingMessage, parse_message, peek_id
-from mcp_asgi.routes import ROUTE_CALL_KEY
+from mcp_asgi.protocol.message import IncomingMessage, IncomingReply, parse_post, peek_id
 from mcp_asgi.server.mcp_server import McpServer, ResultOptions
 from mcp_asgi.settings import McpSettings, normalize_path
+from mcp_asgi.store import store_from_url
 from mcp_asgi.telemetry import Telemetry
 
 
@@ -120,6 +121,7 @@ class McpMiddleware:
                 settings,
                 open_scope=self._inflight.open,
                 dispatch=lambda request, ctx: server.dispatch(request, ctx, options),
+                store=store_from_url(settings.bus_url),  # shared with the Redis bus
             )
             if settings.legacy_enabled
             else None
@@ -227,12 +229,6 @@ class McpMiddleware:
         message: IncomingMessage | None = None
         body: bytes | None = None
         try:
-            if asgi_scope.get(ROUTE_CALL_KEY):  # a route called as a tool (AppRoutes)
-                raise ProtocolError(
-                    508,
-                    INVALID_REQUEST,
-                    "Loop Detected: a route called as a tool cannot call the MCP endpoint",
-                )
             legacy = self._legacy
             sessions = legacy if legacy and is_session_request(asgi_scope) else None
             if asgi_scope["method"] != "POST" and sessions is None:
@@ -255,7 +251,18 @@ class McpMiddleware:
                     INVALID_REQUEST,
                     "Not Acceptable: Accept must admit application/json or text/event-stream",
                 )
-            message = parse_message(body)
+            incoming = parse_post(body)
+            if isinstance(incoming, IncomingReply):  # a 2025-era client's answer
+                if legacy is None or header(asgi_scope, b"mcp-session-id") is None:
+                    raise ProtocolError(
+                        400,
+                        INVALID_REQUEST,
+                        "Invalid Request: clients must not POST JSON-RPC responses",
+                        request_id=incoming.id,
+                    )
+                await legacy.serve_reply(asgi_scope, send, incoming)
+                return
+            message = incoming
             if principal is not None and auth is not None:  # the operation's scopes: 403
                 required = self.server.required_scopes(message.method, message.params)
                 auth.authorize(principal, required, message.id)

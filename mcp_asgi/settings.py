@@ -80,6 +80,13 @@ class McpSettings(BaseSettings):
         description="A 2025-era client's disconnect cancels its request; False: the work "
         "continues and its result is discarded (the letter of the 2025 spec).",
     )
+    legacy_input_timeout: float | None = Field(
+        default=600.0,
+        gt=0,
+        description="Seconds a 2025-era request waits for the client's answer to "
+        "ctx.elicit/sample/list_roots (a request sent on its stream) before the handler gets "
+        "a -32001 timeout error; None: as long as the request lives.",
+    )
     listen_max_duration: float | None = Field(
         default=None,
         gt=0,

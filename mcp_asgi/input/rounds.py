@@ -27,30 +27,19 @@ request declared in `_meta` (else -32021 with `data.requiredCapabilities`, HTTP 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, Generic, Literal, TypeVar, overload
+from collections.abc import Awaitable, Mapping
+from typing import Any
 
-import pydantic
 from starlette.types import Scope
 
+from mcp_asgi.input.asking import INPUT_METHODS, Asking
 from mcp_asgi.input.request_state import Sealer, StateError, digest, params_digest, principal_of
 from mcp_asgi.protocol.jsonrpc import (
     INVALID_PARAMS,
-    MISSING_CLIENT_CAPABILITY,
     JsonObject,
     ProtocolError,
 )
 from mcp_asgi.protocol.request import McpRequest
-
-INPUT_METHODS: Final = frozenset({"tools/call", "resources/read", "prompts/get"})
-ELICIT: Final = "elicitation/create"
-SAMPLE: Final = "sampling/createMessage"
-ROOTS: Final = "roots/list"
-_ACTIONS: Final = ("accept", "decline", "cancel")
-
-T = TypeVar("T")
-M = TypeVar("M", bound=pydantic.BaseModel)
 
 
 class InputRequired(BaseException):
@@ -67,24 +56,6 @@ class InputRequired(BaseException):
         """The `InputRequiredResult` the request ends with."""
 
 
-@dataclass(frozen=True, slots=True)
-class ElicitResult(Generic[T]):
-    """The user's answer to `ctx.elicit(...)`: `content` is set only when accepted (form
-    mode); a pydantic model given as the schema arrives as an instance of it."""
-
-    action: Literal["accept", "decline", "cancel"]
-    """`accept` (submitted, or consented), `decline` (refused) or `cancel` (dismissed
-    without choosing)."""
-    content: T | None = None
-    """The submitted form when accepted (a dict, or an instance of the model given as the
-    schema); None otherwise and for URL elicitation."""
-
-    @property
-    def accepted(self) -> bool:
-        """Whether the user accepted (submitted the form, or consented to the URL)."""
-        return self.action == "accept"
-
-
 class InputRounds:
     """Creates each request's `InputRound`; holds the `requestState` key."""
 
@@ -99,7 +70,7 @@ class InputRounds:
         return InputRound(request, self._sealer, principal_of(asgi_scope))
 
 
-class InputRound:
+class InputRound(Asking):
     """What one request already knows (answers carried by its sealed `requestState` and
     its `inputResponses`) and what it asks for."""
 
@@ -113,73 +84,6 @@ class InputRound:
         self._pending: dict[str, JsonObject] = {}
         self._asked = 0
         self._load()
-
-    # -- the questions -------------------------------------------------------------------
-
-    @overload
-    async def elicit(
-        self, message: str, schema: type[M], *, key: str | None = None
-    ) -> ElicitResult[M]: ...
-
-    @overload
-    async def elicit(
-        self, message: str, schema: Mapping[str, Any], *, key: str | None = None
-    ) -> ElicitResult[dict[str, Any]]: ...
-
-    async def elicit(
-        self, message: str, schema: type[pydantic.BaseModel] | Mapping[str, Any], *, key: Any = None
-    ) -> ElicitResult[Any]:
-        """Ask the user to fill in a form (flat object schema of primitives)."""
-        model = schema if isinstance(schema, type) else None
-        if model is not None:
-            requested = model.model_json_schema()
-            requested.pop("title", None)
-        else:
-            requested = dict(schema)  # type: ignore[arg-type]
-        params = {"mode": "form", "message": message, "requestedSchema": requested}
-        answer = await self._ask(key, ELICIT, params, {"elicitation": {}})
-        content = answer.get("content")
-        if answer["action"] != "accept" or model is None:
-            return ElicitResult(answer["action"], content if answer["action"] == "accept" else None)
-        try:
-            return ElicitResult("accept", model.model_validate(content or {}))
-        except pydantic.ValidationError:
-            raise self._bad_response(key, "content does not match the requested schema") from None
-
-    async def elicit_url(
-        self, message: str, url: str, *, key: str | None = None
-    ) -> ElicitResult[dict[str, Any]]:
-        """Send the user to `url` (for anything sensitive); `accepted` means they consented,
-        not that the out-of-band step is finished."""
-        params = {"mode": "url", "message": message, "url": url}
-        answer = await self._ask(key, ELICIT, params, {"elicitation": {"url": {}}})
-        return ElicitResult(answer["action"])
-
-    async def sample(
-        self,
-        messages: str | Sequence[Mapping[str, Any]],
-        *,
-        max_tokens: int,
-        system_prompt: str | None = None,
-        key: str | None = None,
-        **params: Any,
-    ) -> JsonObject:
-        """Ask the client's model for a completion; returns the `CreateMessageResult`
-        (`role`, `content`, `model`, `stopReason`)."""
-        if isinstance(messages, str):
-            messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
-        body: JsonObject = {"messages": [dict(m) for m in messages], "maxTokens": max_tokens}
-        if system_prompt is not None:
-            body["systemPrompt"] = system_prompt
-        body.update(params)
-        need: JsonObject = {"sampling": {"tools": {}} if "tools" in body else {}}
-        answer: JsonObject = await self._ask(key, SAMPLE, body, need)
-        return answer
-
-    async def list_roots(self, *, key: str | None = None) -> list[JsonObject]:
-        """Ask the client for its roots (`uri`, `name`)."""
-        answer = await self._ask(key, ROOTS, {}, {"roots": {}})
-        return list(answer["roots"])
 
     async def gather(self, *questions: Awaitable[Any]) -> list[Any]:
         """Ask several questions in one round: the answers in order, or one
@@ -223,24 +127,6 @@ class InputRound:
             raise ValueError(f"input key {name!r} is used twice in one request")
         self._pending[name] = question
         raise self._interrupt()
-
-    def _require(self, need: JsonObject) -> None:
-        declared = self._request.client_capabilities
-        for family, sub in need.items():
-            have = declared.get(family)
-            missing = not isinstance(have, dict) or any(k not in have for k in sub)
-            if family == "elicitation" and not sub and isinstance(have, dict):
-                missing = bool(have) and "form" not in have  # {} means form only
-            if missing:
-                raise ProtocolError(
-                    400,
-                    MISSING_CLIENT_CAPABILITY,
-                    f"Missing required client capability: {family}"
-                    + "".join(f".{k}" for k in sub)
-                    + " (declare it in _meta io.modelcontextprotocol/clientCapabilities)",
-                    {"requiredCapabilities": need},
-                    request_id=self._request.id,
-                )
 
     def _interrupt(self) -> InputRequired:
         questions = {k: [digest(q), q["method"]] for k, q in self._pending.items()}
@@ -294,25 +180,6 @@ class InputRound:
         for key, (fingerprint, method) in questions.items():
             if key in responses:
                 self._answers[key] = [fingerprint, method, self._check(key, method, responses[key])]
-
-    def _check(self, key: str, method: str, response: Any) -> Any:
-        if not isinstance(response, dict):
-            raise self._bad_response(key, "must be an object")
-        if method == ELICIT:
-            content = response.get("content")
-            if response.get("action") not in _ACTIONS or not isinstance(
-                content, (dict, type(None))
-            ):
-                raise self._bad_response(key, "is not an ElicitResult")
-            return {"action": response["action"], "content": content}
-        if method == ROOTS:
-            roots = response.get("roots")
-            if not isinstance(roots, list) or not all(isinstance(r, dict) for r in roots):
-                raise self._bad_response(key, "is not a ListRootsResult")
-            return {"roots": roots}
-        if "role" not in response or not isinstance(response.get("content"), (dict, list)):
-            raise self._bad_response(key, "is not a CreateMessageResult")
-        return {k: v for k, v in response.items() if k not in ("resultType", "_meta")}
 
     def _bad_response(self, key: str | None, detail: str) -> ProtocolError:
         where = "inputResponses" + (f".{key}" if key else "")

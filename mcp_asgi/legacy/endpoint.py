@@ -27,8 +27,11 @@ from mcp_asgi._loggers import sessions_logger as logger
 from mcp_asgi.auth.principal import principal_key
 from mcp_asgi.http.accept import ResponseMode, negotiate
 from mcp_asgi.http.reply import ReplyWriter, send_empty
+from mcp_asgi.input.asking import INPUT_METHODS, Asking
+from mcp_asgi.input.live import LiveInput
 from mcp_asgi.legacy import methods as _methods
 from mcp_asgi.legacy.era import LEGACY_VERSIONS, negotiate_version
+from mcp_asgi.legacy.outbound import Outbound, Replies
 from mcp_asgi.legacy.sessions import LegacySession, Release, SessionStore
 from mcp_asgi.legacy.stream import serve_stream
 from mcp_asgi.lifecycle.scope import RequestScope
@@ -44,11 +47,12 @@ from mcp_asgi.protocol.jsonrpc import (
     RequestId,
     ResourceNotFound,
 )
-from mcp_asgi.protocol.message import IncomingMessage
+from mcp_asgi.protocol.message import IncomingMessage, IncomingReply
 from mcp_asgi.protocol.request import McpRequest
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import McpServer
 from mcp_asgi.settings import McpSettings
+from mcp_asgi.store import MemoryStore, StateStore
 
 Dispatch = Callable[[McpRequest, Context], Awaitable[JsonObject]]
 Call = Callable[[Context], Awaitable[JsonObject]]
@@ -65,6 +69,7 @@ class ScopeOpener(Protocol):
         /,
         *,
         cancel_on_disconnect: bool,
+        inputs: Asking | None,
         body: bytes,
     ) -> AbstractContextManager[tuple[RequestScope, Context]]: ...
 
@@ -79,13 +84,18 @@ class LegacyEndpoint:
         *,
         open_scope: ScopeOpener,
         dispatch: Dispatch,
+        store: StateStore | None = None,
     ) -> None:
+        """`store` carries the answers to server-to-client requests (across replicas when
+        it is shared); default: this process's memory."""
         self.server = server
         self.sessions = SessionStore(ttl=settings.session_ttl, max_sessions=settings.max_sessions)
         self._open_scope = open_scope
         self._dispatch = dispatch
         self._keepalive = settings.keepalive_interval
         self._disconnect_cancels = settings.legacy_disconnect_cancels
+        self._replies = Replies(store if store is not None else MemoryStore())
+        self._input_timeout = settings.legacy_input_timeout
 
     # -- entry points (the middleware has checked method, Origin, body, Accept) ----------
 
@@ -143,6 +153,13 @@ class LegacyEndpoint:
                 return _methods.legacy_result(result)
 
         await self._run(asgi_scope, receive, send, mode, session, request, call, body)
+
+    async def serve_reply(self, asgi_scope: Scope, send: Send, reply: IncomingReply) -> None:
+        """A POSTed answer to one of the server's requests: handed to the handler that
+        waits for it (on this replica or another), then `202 Accepted`."""
+        session = self._session(asgi_scope, reply.id)
+        await self._replies.deliver(session.id, reply)
+        await send_empty(send, 202)
 
     async def serve_session(self, asgi_scope: Scope, receive: Receive, send: Send) -> None:
         """GET (the session's notification stream) or DELETE (end the session)."""
@@ -227,9 +244,22 @@ class LegacyEndpoint:
     ) -> RequestScope:
         writer = ReplyWriter(send, mode)
         release = session.use()
+        outbound = inputs = None
+        if request.method in INPUT_METHODS:  # the handler may ask the client (elicit & co.)
+            outbound = Outbound(
+                session.id, self._replies, streams=writer.streams, timeout=self._input_timeout
+            )
+            inputs = LiveInput(request, outbound.send)
         with self._open_scope(
-            asgi_scope, request, writer, cancel_on_disconnect=self._disconnect_cancels, body=body
+            asgi_scope,
+            request,
+            writer,
+            cancel_on_disconnect=self._disconnect_cancels,
+            inputs=inputs,
+            body=body,
         ) as (request_scope, ctx):
+            if outbound is not None:
+                outbound.bind(request_scope)
             session.track(request_scope)  # no await since the session lookup: atomic
             try:
                 await request_scope.run(_receive_with_release(receive, release), lambda: call(ctx))

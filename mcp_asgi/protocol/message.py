@@ -31,8 +31,29 @@ class IncomingMessage:
     is_notification: bool
 
 
+@dataclass(frozen=True, slots=True)
+class IncomingReply:
+    """A JSON-RPC response a 2025-era client POSTs: its answer to a server-to-client
+    request (`elicitation/create`, `sampling/createMessage`, `roots/list`, `ping`)."""
+
+    id: RequestId
+    result: dict[str, Any] | None
+    """The result (an object), or None for an error response."""
+    error: dict[str, Any] | None
+    """The error (`code`, `message`, `data`), or None."""
+
+
 def parse_message(body: bytes) -> IncomingMessage:
     """Parse the body as exactly one JSON-RPC request or notification."""
+    message = parse_post(body)
+    if isinstance(message, IncomingReply):
+        raise _invalid(message.id, "clients must not POST JSON-RPC responses")
+    return message
+
+
+def parse_post(body: bytes) -> IncomingMessage | IncomingReply:
+    """Parse the body as exactly one JSON-RPC request, notification or response (responses
+    are for 2025-era sessions only: the caller refuses them elsewhere)."""
     try:
         data = _load(body)
     except ValueError:
@@ -49,7 +70,7 @@ def parse_message(body: bytes) -> IncomingMessage:
     method = data.get("method")
     if not isinstance(method, str) or not method:
         if "result" in data or "error" in data:
-            raise _invalid(request_id, "clients must not POST JSON-RPC responses")
+            return _reply(data, request_id)
         raise _invalid(request_id, "'method' must be a non-empty string")
     params = data.get("params", {})
     if not isinstance(params, dict):
@@ -90,6 +111,17 @@ def _read_id(data: dict[str, Any]) -> RequestId | None:
             400, INVALID_REQUEST, "Invalid Request: 'id' must be a string or integer"
         )
     return value
+
+
+def _reply(data: dict[str, Any], request_id: RequestId | None) -> IncomingReply:
+    result, error = data.get("result"), data.get("error")
+    if request_id is None or ("result" in data) == ("error" in data):
+        raise _invalid(request_id, "a response needs an 'id' and either 'result' or 'error'")
+    if error is not None and not (isinstance(error, dict) and isinstance(error.get("code"), int)):
+        raise _invalid(request_id, "'error' must be an object with an integer 'code'")
+    if "result" in data and not isinstance(result, dict):
+        raise _invalid(request_id, "'result' must be an object")
+    return IncomingReply(id=request_id, result=result, error=error)
 
 
 def _invalid(request_id: RequestId | None, detail: str) -> ProtocolError:

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.types import Scope
 
 from mcp_asgi.auth.principal import Principal, principal_in
-from mcp_asgi.input.rounds import ElicitResult, InputRound, M
+from mcp_asgi.input.asking import Asking, ElicitResult, M
 from mcp_asgi.lifecycle import process as _process
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken
 from mcp_asgi.lifecycle.process import Argv, ProcessLines
@@ -55,7 +55,7 @@ class Context:
         progress_min_interval: float = 0.0,
         process_kill_grace: float = 2.0,
         cancel_grace: float = 5.0,
-        inputs: InputRound | None = None,
+        inputs: Asking | None = None,
         asgi_scope: Scope | None = None,
         body: bytes = b"",
     ) -> None:
@@ -321,8 +321,10 @@ class Context:
         """Ask the user to fill in a form: a flat object JSON Schema, or a pydantic model
         (the answer's `content` is then an instance of it).
 
-        The first time, this ends the request with an `InputRequiredResult`; the client's
-        retry runs the handler again and this call returns the answer.
+        On a 2026-07-28 request, the first time, this ends the request with an
+        `InputRequiredResult`; the client's retry runs the handler again, from the top, and
+        this call returns the answer. On a 2025-era request, `elicitation/create` is sent on
+        the request's stream and this call waits for the client's answer (docs/input.md).
         """
         return await self._input_round().elicit(message, schema, key=key)
 
@@ -355,11 +357,11 @@ class Context:
         ctx.list_roots())`."""
         return await self._input_round().gather(*questions)
 
-    def _input_round(self) -> InputRound:
+    def _input_round(self) -> Asking:
         if self._inputs is None:
             raise RuntimeError(
                 f"this {self.method} request cannot ask the client for input: only "
-                "2026-07-28 tools/call, resources/read and prompts/get requests can"
+                "tools/call, resources/read and prompts/get requests can"
             )
         return self._inputs
 

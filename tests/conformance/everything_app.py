@@ -92,7 +92,8 @@ def _embedded(uri: str, text: str, mime_type: str = "text/plain") -> EmbeddedRes
 
 
 class UserResponse(BaseModel):
-    response: str = Field(description="User's response")
+    username: str = Field(description="User's response")
+    email: str = Field(description="User's email address")
 
 
 class Sep1034Defaults(BaseModel):
