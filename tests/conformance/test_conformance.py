@@ -10,7 +10,9 @@ on a live uvicorn (127.0.0.1, a free port), from tests/node (installed by
 - the same, `server --scenario json-schema-2020-12 --spec-version 2026-07-28` (a pending
   scenario, so never scored above: run on its own to hold every check);
 - 0.1.16 (installed as `conformance-2025`), `server`: the 2025 suite over 2025-era
-  sessions (initialize, Mcp-Session-Id).
+  sessions (initialize, Mcp-Session-Id);
+- 0.2.0-alpha.12, `server --spec-version 2025-11-25`: the same revision's active scenarios
+  as the newer suite writes them.
 
 The 0.2 suite needs Node >= 22 (`fs.globSync`); the `node` npm package in tests/node brings
 one (node_modules/.bin/node). Each run takes an expected-failures file
@@ -97,6 +99,12 @@ RUNS = [
         HERE / "expected-failures-2026.yaml",
     ),
     Run("2025", "conformance-2025", (), HERE / "expected-failures-2025.yaml"),
+    Run(
+        "2025-11-25",
+        "@modelcontextprotocol/conformance",
+        ("--spec-version", "2025-11-25"),
+        HERE / "expected-failures-2025.yaml",
+    ),
 ]
 
 
