@@ -5,6 +5,7 @@ from mcp_asgi._version import __version__
 from mcp_asgi.auth.metadata import ProtectedResourceMetadata
 from mcp_asgi.auth.principal import Principal
 from mcp_asgi.auth.verifier import InvalidToken, TokenVerifier
+from mcp_asgi.downstream import Downstream, DownstreamUnavailable
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled
 from mcp_asgi.lifespan import mounted_lifespan
 from mcp_asgi.middleware import McpMiddleware
@@ -37,6 +38,8 @@ __all__ = [
     "CancelToken",
     "ContentBlock",
     "Context",
+    "Downstream",
+    "DownstreamUnavailable",
     "EmbeddedResource",
     "Icon",
     "Image",

@@ -25,5 +25,7 @@ auth_logger = logging.getLogger("mcp_asgi.auth")
 """Access tokens refused (the reason only, never the token) and verifiers unreachable."""
 stdio_logger = logging.getLogger("mcp_asgi.stdio")
 """The stdio transport: lines that are not messages, cancels of unknown requests."""
+downstream_logger = logging.getLogger("mcp_asgi.downstream")
+"""Downstream MCP servers: a connection that failed or broke, and its reconnection."""
 routes_logger = logging.getLogger("mcp_asgi.routes")
 """The host app's routes as tools: a route that cannot be one, and why."""

@@ -16,6 +16,8 @@ EXPORTED = [
     "CancelToken",
     "ContentBlock",
     "Context",
+    "Downstream",
+    "DownstreamUnavailable",
     "EmbeddedResource",
     "Icon",
     "Image",

@@ -1,0 +1,287 @@
+"""`Downstream`: one downstream MCP server, and calls to it from a handler.
+
+    async with Downstream.stdio("files", "npx", ["-y", "some-server"]) as files:
+        ...   # (in the app's lifespan) the connection lives here, restarted with backoff
+
+    @server.tool()
+    async def read(path: str, ctx: Context) -> dict:
+        return await files.call_tool("read_file", {"path": path}, ctx)
+
+A call runs in the handler's own task. When the inbound request is cancelled, for any
+reason (the client left, its deadline, shutdown, a `notifications/cancelled`), the SDK
+client cancels the request it minted downstream by the downstream's transport rule:
+`notifications/cancelled` with that id on stdio and on a 2025-era session (which also drops
+the request's stream), closing the request's stream on 2026-07-28 HTTP. A late downstream
+result is dropped by the SDK; a downstream that never knew the id ignores the cancel.
+
+    supervisor (its own task)   connect ──► ready ──► connection lost ──► backoff ──► connect
+    call_tool (handler's task)  wait ready (bounded by the timeout) ──► CLIENT span ──► call
+                                connection lost mid-call ──► DownstreamUnavailable (-32603)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from typing import Any, Final
+
+import anyio
+from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind, StatusCode
+
+from mcp_asgi._loggers import downstream_logger as logger
+from mcp_asgi._version import __version__
+from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, JsonObject, McpError
+from mcp_asgi.server.context import Context
+from mcp_asgi.telemetry import names as a
+
+_CONNECTION_CLOSED: Final = -32000  # the SDK's code for a connection that went away
+
+
+class DownstreamUnavailable(McpError):
+    """The downstream server cannot answer: it is not connected (its process exited, it is
+    restarting after a failure, it cannot be reached) or the connection broke mid-call.
+    Raised from `call_tool`; a handler that lets it through answers -32603 with
+    `data.downstream` naming the server."""
+
+    def __init__(self, name: str, detail: str) -> None:
+        super().__init__(
+            INTERNAL_ERROR,
+            f"downstream server {name!r} is unavailable: {detail}",
+            {"downstream": name},
+        )
+
+
+class Downstream:
+    """One downstream MCP server. Enter it (`async with`) where it should live, usually the
+    app's lifespan (or around `serve_stdio`): the connection is made there, kept, and made
+    again with exponential backoff (`backoff` seconds, doubling up to `max_backoff`) after
+    it fails or breaks. Leaving it closes the connection (a child process gets EOF, then
+    SIGTERM and SIGKILL to its process tree, by the SDK).
+
+    - `name`: how logs, errors and spans name it.
+    - `timeout`: seconds a call may take (waiting for the connection included); then it is
+      cancelled downstream and raises `TimeoutError`. Default: none (the inbound request's
+      own deadline still applies: its cancellation reaches the call).
+    - `mode`: the SDK client's era choice: `"auto"` (probe with `server/discover`, fall back
+      to `initialize`), `"legacy"` (2025 `initialize`), or `"2026-07-28"`.
+    - `tracer_provider`: for the CLIENT spans (default: the global one).
+
+    The inbound caller's credentials are never forwarded: an HTTP downstream gets only the
+    `headers` configured here.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        target: Any,
+        *,
+        timeout: float | None = None,
+        mode: str = "auto",
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        tracer_provider: trace.TracerProvider | None = None,
+    ) -> None:
+        if not name:
+            raise ValueError("a downstream needs a name")
+        if timeout is not None and timeout <= 0:
+            raise ValueError("timeout must be positive")
+        if backoff <= 0 or max_backoff < backoff:
+            raise ValueError("backoff must be positive and at most max_backoff")
+        self.name = name
+        self.timeout = timeout
+        self._target = target
+        self._mode = mode
+        self._backoff = backoff
+        self._max_backoff = max_backoff
+        self._tracer = trace.get_tracer(
+            "mcp_asgi", __version__, tracer_provider, schema_url=a.SCHEMA_URL
+        )
+        self._client: Any = None
+        self._ready = anyio.Event()
+        self._lost = anyio.Event()
+        self._entered = False
+
+    @classmethod
+    def stdio(
+        cls,
+        name: str,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        **options: Any,
+    ) -> Downstream:
+        """A server started as a child process speaking MCP on its stdin/stdout. `env`
+        replaces the child's environment when given (the SDK's default otherwise: a few safe
+        variables such as PATH and HOME, never the parent's secrets)."""
+        from mcp.client.stdio import StdioServerParameters
+
+        parameters = StdioServerParameters(
+            command=command, args=list(args), env=dict(env) if env is not None else None, cwd=cwd
+        )
+        return cls(name, parameters, **options)
+
+    @classmethod
+    def http(
+        cls, name: str, url: str, *, headers: Mapping[str, str] | None = None, **options: Any
+    ) -> Downstream:
+        """A Streamable HTTP server at `url`, with its own `headers` (e.g. its credentials);
+        2026-07-28 or a 2025-era session, as `mode` chooses."""
+        return cls(name, _HttpTarget(url, dict(headers or {})), **options)
+
+    # -- the connection ------------------------------------------------------------------
+
+    async def __aenter__(self) -> Downstream:
+        if self._entered:
+            raise RuntimeError(f"downstream {self.name!r} is already running")
+        self._entered = True
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        self._group.start_soon(self._supervise)
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        self._group.cancel_scope.cancel()
+        await self._group.__aexit__(None, None, None)
+        self._entered = False
+
+    async def _supervise(self) -> None:
+        failures = 0
+        while True:
+            try:
+                async with self._connect() as client:
+                    failures = 0
+                    self._client = client
+                    self._ready.set()
+                    await self._lost.wait()
+                    logger.warning("downstream %r: connection lost; reconnecting", self.name)
+            except Exception:
+                logger.warning("downstream %r: cannot connect", self.name, exc_info=True)
+            finally:
+                self._client = None
+                self._ready = anyio.Event()
+                self._lost = anyio.Event()
+            failures += 1
+            await anyio.sleep(min(self._max_backoff, self._backoff * 2 ** (failures - 1)))
+
+    def _connect(self) -> AbstractAsyncContextManager[Any]:
+        from mcp import Client
+
+        target = self._target
+        if isinstance(target, _HttpTarget):
+            target = target.transport()
+        return Client(target, mode=self._mode, cache=None)
+
+    # -- calls ----------------------------------------------------------------------------
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        ctx: Context | None = None,
+    ) -> JsonObject:
+        """Call the downstream tool `name` and return its `tools/call` result (a dict, as
+        the downstream sent it; `isError` results are returned, not raised). With `ctx`
+        (the calling handler's context) its progress is relayed upstream with the inbound
+        request's progress token. Raises `DownstreamUnavailable`, `TimeoutError`, or the
+        downstream's JSON-RPC error as an `McpError`."""
+        limit = self.timeout
+        with self._tracer.start_as_current_span(
+            f"tools/call {name}", kind=SpanKind.CLIENT, record_exception=False
+        ) as span:
+            span.set_attribute(a.MCP_METHOD_NAME, "tools/call")
+            span.set_attribute(a.GEN_AI_TOOL_NAME, name)
+            span.set_attribute("server.address", self.name)
+            meta: dict[str, str] = {}
+            propagate.inject(meta)  # traceparent (and tracestate, baggage) of this span
+            try:
+                with anyio.fail_after(limit if limit is not None else math.inf):
+                    client = await self._connected()
+                    result = await client.call_tool(
+                        name,
+                        dict(arguments or {}),
+                        progress_callback=_relay(ctx) if ctx is not None else None,
+                        meta=meta,
+                    )
+            except anyio.get_cancelled_exc_class():
+                if ctx is not None and ctx.cancel_reason is not None:
+                    span.set_attribute(a.CANCELLATION_REASON, ctx.cancel_reason.value)
+                raise
+            except McpError:
+                span.set_status(StatusCode.ERROR)
+                raise
+            except Exception as exc:
+                span.set_status(StatusCode.ERROR)
+                raise self._failure(exc) from exc
+        dumped: JsonObject = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+        return dumped
+
+    async def list_tools(self) -> list[JsonObject]:
+        """The downstream's tools, as it lists them (every page)."""
+        client = await self._connected()
+        try:
+            listed = await client.list_tools()
+        except Exception as exc:
+            raise self._failure(exc) from exc
+        return [
+            tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in listed.tools
+        ]
+
+    async def _connected(self) -> Any:
+        if not self._entered:
+            raise RuntimeError(
+                f"downstream {self.name!r} is not running: "
+                "enter it (async with) in the app's lifespan"
+            )
+        await self._ready.wait()
+        return self._client
+
+    def _failure(self, exc: Exception) -> McpError:
+        code = getattr(getattr(exc, "error", None), "code", None)
+        if code is not None and code != _CONNECTION_CLOSED:
+            error = exc.error  # type: ignore[attr-defined]
+            return McpError(int(code), str(error.message), getattr(error, "data", None))
+        self._lost.set()
+        return DownstreamUnavailable(self.name, f"the connection broke ({type(exc).__name__})")
+
+
+class _HttpTarget:
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        self.url = url
+        self.headers = headers
+
+    def transport(self) -> Any:
+        if not self.headers:
+            return self.url
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        return _HeaderTransport(self.url, self.headers, streamable_http_client, httpx2)
+
+
+class _HeaderTransport:
+    """A Streamable HTTP transport with fixed headers (the SDK takes an httpx client,
+    which it does not close: this does)."""
+
+    def __init__(self, url: str, headers: dict[str, str], factory: Any, httpx2: Any) -> None:
+        self._url, self._headers, self._factory, self._httpx2 = url, headers, factory, httpx2
+        self._stack = AsyncExitStack()
+
+    async def __aenter__(self) -> Any:
+        http = await self._stack.enter_async_context(
+            self._httpx2.AsyncClient(headers=self._headers)
+        )
+        return await self._stack.enter_async_context(self._factory(self._url, http_client=http))
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        return await self._stack.__aexit__(*exc_info)
+
+
+def _relay(ctx: Context) -> Any:
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        await ctx.report_progress(progress, total, message)
+
+    return relay
