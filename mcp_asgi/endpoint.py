@@ -14,6 +14,7 @@ from mcp_asgi.http.accept import ResponseMode
 from mcp_asgi.http.reply import ReplyWriter, send_empty
 from mcp_asgi.inflight import InFlight
 from mcp_asgi.input.rounds import InputRounds
+from mcp_asgi.limits import ClientLimits, client_key
 from mcp_asgi.protocol.message import IncomingMessage
 from mcp_asgi.protocol.validate import validate
 from mcp_asgi.server.listen import LISTEN, check_listen
@@ -30,8 +31,10 @@ class ModernEndpoint:
         inflight: InFlight,
         inputs: InputRounds,
         options: ResultOptions,
+        limits: ClientLimits,
     ) -> None:
         self._server = server
+        self._limits = limits
         self._inflight = inflight
         self._inputs = inputs
         self._options = options
@@ -45,9 +48,11 @@ class ModernEndpoint:
         mode: ResponseMode,
         *,
         body: bytes,
+        arrived: float | None = None,
     ) -> None:
         """Serve one POSTed message (the middleware has checked method, Origin, body and
-        Accept); `body` is the message as read, for the handler's `Request`."""
+        Accept); `body` is the message as read, for the handler's `Request`; `arrived`,
+        when its headers came (on the loop's clock), starts the request's deadline."""
         if message.is_notification:
             await send_empty(send, 202)
             return
@@ -55,11 +60,16 @@ class ModernEndpoint:
         request = validate(asgi_scope, message, server)
         check_listen(asgi_scope, request)  # a listen stream needs SSE (406) and a filter (400)
         inputs = self._inputs.begin(asgi_scope, request)  # verifies requestState (400)
-        writer = ReplyWriter(send, "sse" if request.method == LISTEN else mode)
+        listen = request.method == LISTEN
+        held = self._limits.hold("listen_streams", client_key(asgi_scope)) if listen else None
+        writer = ReplyWriter(send, "sse" if listen else mode)
         options = self._options
-        with self._inflight.open(asgi_scope, request, writer, inputs=inputs, body=body) as (
-            request_scope,
-            ctx,
-        ):
-            await request_scope.run(receive, lambda: server.dispatch(request, ctx, options))
-            await writer.end()
+        try:
+            with self._inflight.open(
+                asgi_scope, request, writer, inputs=inputs, body=body, arrived=arrived
+            ) as (request_scope, ctx):
+                await request_scope.run(receive, lambda: server.dispatch(request, ctx, options))
+                await writer.end()
+        finally:
+            if held is not None:
+                held.release()

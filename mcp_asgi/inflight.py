@@ -17,6 +17,7 @@ from mcp_asgi.http.reply import ReplyWriter
 from mcp_asgi.input.asking import Asking
 from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.lifecycle.scope import RequestScope
+from mcp_asgi.lifecycle.work import ThreadSlots
 from mcp_asgi.protocol.request import McpRequest
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.listen import LISTEN
@@ -34,6 +35,7 @@ class InFlight:
         self._telemetry = telemetry
         self._scopes: set[RequestScope] = set()
         self._draining = False
+        self._threads = ThreadSlots(settings.max_threads)
 
     @contextlib.contextmanager
     def open(
@@ -45,9 +47,11 @@ class InFlight:
         cancel_on_disconnect: bool = True,
         inputs: Asking | None = None,
         body: bytes = b"",
+        arrived: float | None = None,
     ) -> Iterator[tuple[RequestScope, Context]]:
         """The scope and context of one request, tracked while it runs. `asgi_scope` and
-        `body` (as the middleware read it) back the context's read-only `Request`."""
+        `body` (as the middleware read it) back the context's read-only `Request`;
+        `arrived` (on the loop's clock, default now) is when the deadline starts."""
         settings, server = self._settings, self._server
         observer = self._telemetry.begin(asgi_scope, request)
         listen = request.method == LISTEN  # long-lived: no deadline, a graceful end
@@ -62,6 +66,8 @@ class InFlight:
             observer=observer,
             cancel_on_disconnect=cancel_on_disconnect,
             on_server_end=server.subscriptions.server_end(request) if listen else None,
+            started=arrived,
+            threads=self._threads,
         )
         ctx = Context(
             request_scope,

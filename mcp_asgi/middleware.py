@@ -33,6 +33,8 @@ from mcp_asgi.http.reply import ReplyWriter, dump, send_json
 from mcp_asgi.inflight import InFlight
 from mcp_asgi.input.rounds import InputRounds
 from mcp_asgi.legacy import LegacyEndpoint, is_legacy, is_session_request
+from mcp_asgi.lifecycle.clock import loop_clock
+from mcp_asgi.limits import ClientLimits, client_key
 from mcp_asgi.protocol import jsonrpc
 from mcp_asgi.protocol.headers import header
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
@@ -53,6 +55,7 @@ class _Endpoint(Protocol):
         mode: ResponseMode,
         *,
         body: bytes,
+        arrived: float,
     ) -> None: ...
 
 
@@ -88,6 +91,8 @@ class McpMiddleware:
         self.server = server
         self.settings = settings
         self._paths = frozenset({settings.path, settings.path.rstrip("/") + "/"})
+        deadline = settings.max_request_duration
+        self._read_timeout = min(settings.body_read_timeout, deadline or settings.body_read_timeout)
         self._origins = frozenset(normalize_origin(o) for o in settings.allowed_origins)
         self._bus = _bus_of(server, settings, meter_provider)
         self._auth, self._metadata = _auth_of(server, settings, token_verifier)
@@ -100,6 +105,14 @@ class McpMiddleware:
         self._inflight = InFlight(server, settings, self._telemetry)
         self._lifespan_started = False  # the server's lifespan startup reached us
         self._warned = False  # that it did not, at the first request
+        self._limits = ClientLimits(
+            rate=settings.rate_limit,
+            burst=settings.rate_limit_burst,
+            requests=settings.max_requests_per_client,
+            listen_streams=settings.max_listen_streams_per_client,
+            sessions=settings.max_sessions_per_client,
+            retry_sessions_after=settings.session_idle_ttl,
+        )
         options = ResultOptions(
             page_size=settings.page_size,
             ttl_ms=settings.list_ttl_ms,
@@ -114,11 +127,13 @@ class McpMiddleware:
                 key.get_secret_value().encode() if key else None, ttl=settings.request_state_ttl
             ),
             options=options,
+            limits=self._limits,
         )
         self._legacy = (
             LegacyEndpoint(
                 server,
                 settings,
+                limits=self._limits,
                 open_scope=self._inflight.open,
                 dispatch=lambda request, ctx: server.dispatch(request, ctx, options),
                 store=store_from_url(settings.bus_url),  # shared with the Redis bus
@@ -228,6 +243,8 @@ class McpMiddleware:
         answered here with its HTTP status and a JSON-RPC error."""
         message: IncomingMessage | None = None
         body: bytes | None = None
+        held = None
+        arrived = loop_clock()()  # the request's deadline counts from here, body included
         try:
             legacy = self._legacy
             sessions = legacy if legacy and is_session_request(asgi_scope) else None
@@ -239,10 +256,15 @@ class McpMiddleware:
                 raise ProtocolError(403, INVALID_REQUEST, "Forbidden: Origin not allowed")
             auth = self._auth  # before the body is read: 400, 401, 403, 503
             principal = await auth.authenticate(asgi_scope) if auth is not None else None
+            client = client_key(asgi_scope)  # the principal when authenticated, else the address
+            self._limits.check_rate(client)  # 429
             if sessions is not None:  # GET or DELETE of a 2025-era session
                 await sessions.serve_session(asgi_scope, receive, send)
                 return
-            body = await read_body(asgi_scope, receive, self.settings.max_body_bytes)
+            held = self._limits.hold("requests", client)  # 429
+            body = await read_body(
+                asgi_scope, receive, self.settings.max_body_bytes, within=self._read_timeout
+            )
             check_content_type(asgi_scope)
             mode = negotiate(asgi_scope, self.settings.response_mode)
             if mode is None:
@@ -269,19 +291,23 @@ class McpMiddleware:
             endpoint: _Endpoint = (
                 legacy if legacy and is_legacy(asgi_scope, message) else self._modern
             )
-            await endpoint.serve_post(asgi_scope, receive, send, message, mode, body=body)
+            await endpoint.serve_post(
+                asgi_scope, receive, send, message, mode, body=body, arrived=arrived
+            )
         except ProtocolError as error:
             if message is not None:  # the method was readable: a short span says why it failed
                 self._telemetry.rejected(asgi_scope, message, error)
-            headers = [(b"allow", b"POST")] if error.http_status == 405 else []
+            headers = [(b"allow", b"POST")] if error.http_status == 405 else error.headers
             if isinstance(error, AuthError):
                 self._telemetry.auth_failed(error.reason)
-                headers = error.headers
             request_id = error.request_id if error.request_id is not None else peek_id(body)
             reply = dump(jsonrpc.error_response(request_id, error))
             await send_json(send, error.http_status, reply, headers)
         except ClientGone:
             await ReplyWriter(send, "json").end()
+        finally:
+            if held is not None:
+                held.release()
 
 
 _SHUTTING_DOWN = dump(

@@ -75,6 +75,33 @@ class McpSettings(BaseSettings):
     max_sessions: int = Field(
         default=10_000, gt=0, description="Most 2025-era sessions held at once (per process)."
     )
+    session_idle_ttl: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds a 2025-era session that has made no request and opened no "
+        "stream since initialize is kept; such sessions are also evicted first when "
+        "max_sessions are held.",
+    )
+    max_sessions_per_client: int | None = Field(
+        default=64,
+        gt=0,
+        description="Most 2025-era sessions one client holds at once (429); None: no limit.",
+    )
+    max_client_info_bytes: int = Field(
+        default=64 * 1024,
+        gt=0,
+        description="Largest JSON size of initialize's capabilities plus clientInfo that a "
+        "2025-era session stores (400 above).",
+    )
+    max_subscriptions: int = Field(
+        default=1000, gt=0, description="Most resources/subscribe URIs per 2025-era session."
+    )
+    max_session_bytes: int = Field(
+        default=1024 * 1024,
+        gt=0,
+        description="Most bytes a 2025-era session stores (client info and subscribed URIs, "
+        "as JSON/UTF-8 sizes); a subscribe beyond it is refused.",
+    )
     legacy_disconnect_cancels: bool = Field(
         default=True,
         description="A 2025-era client's disconnect cancels its request; False: the work "
@@ -86,6 +113,38 @@ class McpSettings(BaseSettings):
         description="Seconds a 2025-era request waits for the client's answer to "
         "ctx.elicit/sample/list_roots (a request sent on its stream) before the handler gets "
         "a -32001 timeout error; None: as long as the request lives.",
+    )
+    body_read_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds the client has to send the whole request body after its "
+        "headers (408 after); max_request_duration also counts from the headers.",
+    )
+    max_threads: int = Field(
+        default=40,
+        gt=0,
+        description="Worker threads running sync (def) handlers at once; an abandoned "
+        "thread counts until it really returns, further calls queue.",
+    )
+    rate_limit: float | None = Field(
+        default=100.0,
+        gt=0,
+        description="Requests per second one client (its principal, else its address) may "
+        "make, sustained (429 with Retry-After beyond); None: no limit.",
+    )
+    rate_limit_burst: int = Field(
+        default=200, gt=0, description="Requests one client may make at once above rate_limit."
+    )
+    max_requests_per_client: int | None = Field(
+        default=100,
+        gt=0,
+        description="Requests one client may have in flight at once (429); None: no limit.",
+    )
+    max_listen_streams_per_client: int | None = Field(
+        default=32,
+        gt=0,
+        description="subscriptions/listen streams and 2025-era GET streams one client may "
+        "hold open (429); None: no limit.",
     )
     listen_max_duration: float | None = Field(
         default=None,
@@ -217,6 +276,10 @@ class McpSettings(BaseSettings):
     @field_validator(
         "max_request_duration",
         "listen_max_duration",
+        "rate_limit",
+        "max_requests_per_client",
+        "max_listen_streams_per_client",
+        "max_sessions_per_client",
         "auth_resource",
         "auth_audience",
         "auth_jwks_url",

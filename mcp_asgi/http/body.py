@@ -5,6 +5,9 @@ Knows nothing about methods or handlers; produces an immutable `IncomingMessage`
 
 from __future__ import annotations
 
+import math
+
+import anyio
 from starlette.types import Receive, Scope
 
 from mcp_asgi.protocol.headers import header
@@ -21,11 +24,26 @@ def check_content_type(asgi_scope: Scope) -> None:
         )
 
 
-async def read_body(asgi_scope: Scope, receive: Receive, limit: int) -> bytes:
-    """The whole request body, or 413 as soon as it is known to exceed `limit` bytes."""
+async def read_body(
+    asgi_scope: Scope, receive: Receive, limit: int, *, within: float = math.inf
+) -> bytes:
+    """The whole request body, or 413 as soon as it is known to exceed `limit` bytes, or
+    408 when it has not all arrived within `within` seconds (a slow sender holds memory
+    and a connection for as long as it likes otherwise)."""
     declared = header(asgi_scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
+    with anyio.move_on_after(within):
+        return await _read(receive, limit)
+    raise ProtocolError(
+        408,
+        INVALID_REQUEST,
+        f"Request Timeout: the body did not arrive within {within:g} seconds",
+        headers=[(b"connection", b"close")],  # the rest of the body is not read
+    )
+
+
+async def _read(receive: Receive, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while True:

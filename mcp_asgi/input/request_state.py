@@ -19,6 +19,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -32,6 +33,7 @@ from mcp_asgi.protocol.jsonrpc import INVALID_PARAMS, ProtocolError, RequestId
 
 VERSION: Final = "v1"
 RETRY_KEYS: Final = ("inputResponses", "requestState")
+_B64URL: Final = re.compile(r"[A-Za-z0-9_-]*")
 
 
 def canonical(value: Any) -> bytes:
@@ -142,4 +144,11 @@ def _b64(data: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """Strict, canonical base64url without padding: the one encoding `_b64` produces, so
+    any edited character is refused (`ValueError`), never decoded leniently."""
+    if len(text) % 4 == 1 or not _B64URL.fullmatch(text):
+        raise ValueError("not canonical unpadded base64url")
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64(data) != text:  # unused low bits set: a sibling last character
+        raise ValueError("not canonical unpadded base64url")
+    return data

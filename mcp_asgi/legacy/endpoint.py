@@ -32,9 +32,10 @@ from mcp_asgi.input.live import LiveInput
 from mcp_asgi.legacy import methods as _methods
 from mcp_asgi.legacy.era import LEGACY_VERSIONS, negotiate_version
 from mcp_asgi.legacy.outbound import Outbound, Replies
-from mcp_asgi.legacy.sessions import LegacySession, Release, SessionStore
+from mcp_asgi.legacy.sessions import LegacySession, Release, SessionBounds, SessionStore
 from mcp_asgi.legacy.stream import serve_stream
 from mcp_asgi.lifecycle.scope import RequestScope
+from mcp_asgi.limits import ClientLimits, client_key
 from mcp_asgi.protocol.headers import header
 from mcp_asgi.protocol.jsonrpc import (
     INTERNAL_ERROR,
@@ -49,6 +50,7 @@ from mcp_asgi.protocol.jsonrpc import (
 )
 from mcp_asgi.protocol.message import IncomingMessage, IncomingReply
 from mcp_asgi.protocol.request import McpRequest
+from mcp_asgi.protocol.sizes import json_size
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import McpServer
 from mcp_asgi.settings import McpSettings
@@ -71,6 +73,7 @@ class ScopeOpener(Protocol):
         cancel_on_disconnect: bool,
         inputs: Asking | None,
         body: bytes,
+        arrived: float | None,
     ) -> AbstractContextManager[tuple[RequestScope, Context]]: ...
 
 
@@ -82,6 +85,7 @@ class LegacyEndpoint:
         server: McpServer,
         settings: McpSettings,
         *,
+        limits: ClientLimits,
         open_scope: ScopeOpener,
         dispatch: Dispatch,
         store: StateStore | None = None,
@@ -89,7 +93,17 @@ class LegacyEndpoint:
         """`store` carries the answers to server-to-client requests (across replicas when
         it is shared); default: this process's memory."""
         self.server = server
-        self.sessions = SessionStore(ttl=settings.session_ttl, max_sessions=settings.max_sessions)
+        self.sessions = SessionStore(
+            ttl=settings.session_ttl,
+            max_sessions=settings.max_sessions,
+            idle_ttl=settings.session_idle_ttl,
+            bounds=SessionBounds(
+                max_subscriptions=settings.max_subscriptions,
+                max_bytes=settings.max_session_bytes,
+            ),
+        )
+        self._limits = limits
+        self._max_info = settings.max_client_info_bytes
         self._open_scope = open_scope
         self._dispatch = dispatch
         self._keepalive = settings.keepalive_interval
@@ -108,17 +122,19 @@ class LegacyEndpoint:
         mode: ResponseMode,
         *,
         body: bytes,
+        arrived: float | None = None,
     ) -> None:
         """Serve one POSTed 2025-era message; `body` is the message as read, for the
-        handler's `Request`."""
+        handler's `Request`; `arrived` starts its deadline."""
         if message.method == "initialize":
-            await self._initialize(asgi_scope, receive, send, message, mode, body)
+            await self._initialize(asgi_scope, receive, send, message, mode, body, arrived)
             return
         session = self._session(asgi_scope, message.id)
         if message.id is None:
             self._notified(session, message)
             await send_empty(send, 202)
             return
+        self.sessions.prove(session)  # a request: the session is in real use
         method, params = message.method, message.params
         if not _methods.serves(self.server, method):
             raise _in_band(message.id, METHOD_NOT_FOUND, f"Method not found: {method}")
@@ -152,7 +168,7 @@ class LegacyEndpoint:
                     raise McpError(error.code, error.message, error.data, http_status=200) from None
                 return _methods.legacy_result(result)
 
-        await self._run(asgi_scope, receive, send, mode, session, request, call, body)
+        await self._run(asgi_scope, receive, send, mode, session, request, call, body, arrived)
 
     async def serve_reply(self, asgi_scope: Scope, send: Send, reply: IncomingReply) -> None:
         """A POSTed answer to one of the server's requests: handed to the handler that
@@ -172,13 +188,18 @@ class LegacyEndpoint:
             raise ProtocolError(
                 406, INVALID_REQUEST, "Not Acceptable: Accept must admit text/event-stream"
             )
-        await serve_stream(
-            session,
-            self.server.bus,  # read now: the middleware may attach a shared bus at startup
-            receive,
-            _send_with_session_id(send, session.id),
-            keepalive_interval=self._keepalive,
-        )
+        held = self._limits.hold("listen_streams", client_key(asgi_scope))  # 429
+        self.sessions.prove(session)
+        try:
+            await serve_stream(
+                session,
+                self.server.bus,  # read now: the middleware may attach a shared bus at startup
+                receive,
+                _send_with_session_id(send, session.id),
+                keepalive_interval=self._keepalive,
+            )
+        finally:
+            held.release()
 
     def close_all(self) -> None:
         """End every session (shutdown)."""
@@ -194,6 +215,7 @@ class LegacyEndpoint:
         message: IncomingMessage,
         mode: ResponseMode,
         body: bytes,
+        arrived: float | None,
     ) -> None:
         params = message.params
         capabilities = params.get("capabilities", {})
@@ -208,11 +230,26 @@ class LegacyEndpoint:
                 {"supported": list(LEGACY_VERSIONS)},
                 request_id=message.id,
             )
+        client_info = client_info if isinstance(client_info, dict) else None
+        info_bytes = len(body)  # what is stored is smaller than the body: measured only above
+        if info_bytes > self._max_info:
+            info_bytes = json_size(capabilities) + json_size(client_info)
+            if info_bytes > self._max_info:
+                raise ProtocolError(
+                    400,
+                    INVALID_PARAMS,
+                    f"Invalid params: capabilities and clientInfo exceed {self._max_info} bytes",
+                    {"reason": "session_limit", "limit": self._max_info},
+                    request_id=message.id,
+                )
+        hold = self._limits.hold("sessions", client_key(asgi_scope))  # 429
         session = self.sessions.create(
             protocol_version=negotiate_version(params["protocolVersion"]),
             capabilities=capabilities,
-            client_info=client_info if isinstance(client_info, dict) else None,
+            client_info=client_info,
             principal=principal_key(asgi_scope),
+            info_bytes=info_bytes,
+            hold=hold,
         )
         if session is None:
             raise ProtocolError(
@@ -226,7 +263,7 @@ class LegacyEndpoint:
         request = _request(message, session)
         send = _send_with_session_id(send, session.id)
         request_scope = await self._run(
-            asgi_scope, receive, send, mode, session, request, call, body
+            asgi_scope, receive, send, mode, session, request, call, body, arrived
         )
         if request_scope.result is None:  # failed or cancelled: no session was opened
             self.sessions.close(session)
@@ -241,6 +278,7 @@ class LegacyEndpoint:
         request: McpRequest,
         call: Call,
         body: bytes,
+        arrived: float | None,
     ) -> RequestScope:
         writer = ReplyWriter(send, mode)
         release = session.use()
@@ -257,6 +295,7 @@ class LegacyEndpoint:
             cancel_on_disconnect=self._disconnect_cancels,
             inputs=inputs,
             body=body,
+            arrived=arrived,
         ) as (request_scope, ctx):
             if outbound is not None:
                 outbound.bind(request_scope)

@@ -73,9 +73,9 @@ def session_method(session: LegacySession, method: str, params: Mapping[str, Any
         if not isinstance(uri, str) or not uri:
             raise McpError(INVALID_PARAMS, "Invalid params: 'uri' must be a string")
         if method == "resources/subscribe":
-            session.subscriptions.add(uri)
+            session.subscribe(uri)  # -32602 past the session's bounds
         else:
-            session.subscriptions.discard(uri)
+            session.unsubscribe(uri)
     return {}
 
 

@@ -2,7 +2,17 @@
 
 A session is *in use* while any of its HTTP exchanges is open (a request being served, its
 GET stream). It expires once it has gone unused for `ttl` seconds; expiry is checked when a
-2025-era request arrives, so there is no background task. Ending a session (DELETE, expiry,
+2025-era request arrives, so there is no background task.
+
+Bounds, so that no client can hold memory or lock others out:
+
+- a session is *fresh* until it makes a request or opens its GET stream after
+  `initialize`; a fresh session expires after `idle_ttl` seconds unused, and when
+  `max_sessions` are held the oldest fresh one is evicted for a new one. A full table
+  of sessions in real use refuses `initialize` at once (O(1), no scan);
+- what a session stores is accounted in bytes (`stored_bytes`: the client info's JSON
+  size, each subscribed URI's length plus `URI_OVERHEAD`), at most `max_bytes`, and it
+  holds at most `max_subscriptions` URIs. Ending a session (DELETE, expiry,
 shutdown) cancels its requests still in flight with `session_closed` and ends its GET
 stream; its id is then unknown, which clients are told with 404.
 
@@ -12,19 +22,33 @@ Sessions live in one process: behind several replicas, 2025-era clients need sti
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 import anyio
 
 from mcp_asgi._loggers import sessions_logger as logger
 from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.lifecycle.scope import RequestScope
-from mcp_asgi.protocol.jsonrpc import RequestId, is_request_id
+from mcp_asgi.limits import Hold
+from mcp_asgi.protocol.jsonrpc import INVALID_PARAMS, McpError, RequestId, is_request_id
 
 Release = Callable[[], None]
+URI_OVERHEAD: Final = 100
+"""Bytes accounted for each subscribed URI besides its length (the set entry, the object)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionBounds:
+    """What one session may store."""
+
+    max_subscriptions: int = 1000
+    max_bytes: int = 1024 * 1024
 
 
 class LegacySession:
@@ -39,6 +63,8 @@ class LegacySession:
         client_info: Mapping[str, Any] | None,
         clock: Callable[[], float],
         principal: str | None = None,
+        info_bytes: int = 0,
+        bounds: SessionBounds = SessionBounds(),
     ) -> None:
         self.id = session_id
         self.principal = principal
@@ -48,7 +74,12 @@ class LegacySession:
         self.client_info = client_info
         self.log_level: str | None = None
         self.subscriptions: set[str] = set()
+        self.stored_bytes = info_bytes
+        """Bytes accounted for what the session stores (client info, subscribed URIs)."""
+        self.fresh = True
+        """No request and no GET stream since `initialize` (see `SessionStore.prove`)."""
         self.closed = anyio.Event()
+        self._bounds = bounds
         self._clock = clock
         self._last_used = clock()
         self._open = 0
@@ -70,6 +101,24 @@ class LegacySession:
                 self._last_used = self._clock()
 
         return release
+
+    def subscribe(self, uri: str) -> None:
+        """Add a subscription; `McpError` (-32602) past `max_subscriptions` or `max_bytes`."""
+        if uri in self.subscriptions:
+            return
+        cost = len(uri.encode()) + URI_OVERHEAD
+        bounds = self._bounds
+        if len(self.subscriptions) >= bounds.max_subscriptions:
+            raise _full(f"at most {bounds.max_subscriptions} subscriptions per session")
+        if self.stored_bytes + cost > bounds.max_bytes:
+            raise _full(f"the session may store at most {bounds.max_bytes} bytes")
+        self.subscriptions.add(uri)
+        self.stored_bytes += cost
+
+    def unsubscribe(self, uri: str) -> None:
+        if uri in self.subscriptions:
+            self.subscriptions.discard(uri)
+            self.stored_bytes -= len(uri.encode()) + URI_OVERHEAD
 
     def expired(self, ttl: float) -> bool:
         """Whether the session has gone unused for `ttl` seconds."""
@@ -124,19 +173,31 @@ class LegacySession:
 
 class SessionStore:
     """The 2025-era sessions of one endpoint: at most `max_sessions`, expiring after `ttl`
-    seconds unused."""
+    seconds unused (`idle_ttl` while fresh)."""
 
     def __init__(
-        self, *, ttl: float, max_sessions: int, clock: Callable[[], float] = time.monotonic
+        self,
+        *,
+        ttl: float,
+        max_sessions: int,
+        idle_ttl: float | None = None,
+        bounds: SessionBounds = SessionBounds(),
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if ttl <= 0:
-            raise ValueError("ttl must be positive")
+        if ttl <= 0 or (idle_ttl is not None and idle_ttl <= 0):
+            raise ValueError("ttl and idle_ttl must be positive")
         if max_sessions < 1:
             raise ValueError("max_sessions must be at least 1")
         self.ttl = ttl
+        self.idle_ttl = min(ttl, idle_ttl) if idle_ttl is not None else ttl
         self.max_sessions = max_sessions
+        self.bounds = bounds
         self._clock = clock
         self._sessions: dict[str, LegacySession] = {}
+        self._fresh: OrderedDict[str, LegacySession] = OrderedDict()  # oldest first
+        self._holds: dict[str, Hold] = {}
+        self._refused = 0
+        self._warn_after = -math.inf
         self._sweep_every = min(ttl / 2, 1.0)
         self._next_sweep = clock() + self._sweep_every
 
@@ -153,13 +214,30 @@ class SessionStore:
         capabilities: Mapping[str, Any],
         client_info: Mapping[str, Any] | None,
         principal: str | None = None,
+        info_bytes: int = 0,
+        hold: Hold | None = None,
     ) -> LegacySession | None:
         """Open a session with a fresh id, bound to `principal`; None when `max_sessions`
-        are open and in use."""
-        self._sweep(force=len(self._sessions) >= self.max_sessions)
+        are held and none of them is fresh. `hold` (the client's count of sessions) is
+        given back when the session ends, or at once when it is refused."""
+        self._sweep()
         if len(self._sessions) >= self.max_sessions:
-            logger.warning("session refused: %d sessions open", len(self._sessions))
-            return None
+            if not self._fresh:  # O(1): no scan of the table
+                self._refused += 1
+                now = self._clock()
+                if now >= self._warn_after:  # at most once a minute, with a count
+                    self._warn_after = now + 60.0
+                    logger.warning(
+                        "sessions refused: %d sessions in use (%d refusals)",
+                        len(self._sessions),
+                        self._refused,
+                    )
+                if hold is not None:
+                    hold.release()
+                return None
+            _, oldest = self._fresh.popitem(last=False)
+            logger.debug("fresh session evicted: %d sessions held", len(self._sessions))
+            self.close(oldest)
         session = LegacySession(
             secrets.token_urlsafe(32),  # URL-safe base64: visible ASCII only
             protocol_version=protocol_version,
@@ -167,9 +245,20 @@ class SessionStore:
             client_info=client_info,
             clock=self._clock,
             principal=principal,
+            info_bytes=info_bytes,
+            bounds=self.bounds,
         )
         self._sessions[session.id] = session
+        self._fresh[session.id] = session
+        if hold is not None:
+            self._holds[session.id] = hold
         return session
+
+    def prove(self, session: LegacySession) -> None:
+        """The session made a request or opened its stream: it is no longer fresh."""
+        if session.fresh:
+            session.fresh = False
+            self._fresh.pop(session.id, None)
 
     def get(self, session_id: str, principal: str | None = None) -> LegacySession | None:
         """The open session with this id, if `principal` opened it; None when unknown,
@@ -178,7 +267,7 @@ class SessionStore:
         session = self._sessions.get(session_id)
         if session is not None and not _same(session.principal, principal):
             return None
-        if session is not None and session.expired(self.ttl):
+        if session is not None and self._expired(session):
             self.close(session)
             return None
         return session
@@ -186,6 +275,10 @@ class SessionStore:
     def close(self, session: LegacySession) -> None:
         """End a session and forget its id."""
         self._sessions.pop(session.id, None)
+        self._fresh.pop(session.id, None)
+        hold = self._holds.pop(session.id, None)
+        if hold is not None:
+            hold.release()
         session.close()
 
     def close_all(self) -> None:
@@ -193,16 +286,30 @@ class SessionStore:
         for session in list(self._sessions.values()):
             self.close(session)
 
-    def _sweep(self, *, force: bool = False) -> None:
+    def _expired(self, session: LegacySession) -> bool:
+        return session.expired(self.idle_ttl if session.fresh else self.ttl)
+
+    def _sweep(self) -> None:
+        """Expire sessions: the fresh ones from the oldest on, at every call (each one
+        looked at is expired, but the first); all of them at most once a second."""
+        while self._fresh:
+            oldest = next(iter(self._fresh.values()))
+            if not self._expired(oldest):
+                break
+            self.close(oldest)
         now = self._clock()
-        if not force and now < self._next_sweep:
+        if now < self._next_sweep:
             return
         self._next_sweep = now + self._sweep_every
-        expired = [s for s in self._sessions.values() if s.expired(self.ttl)]
+        expired = [s for s in self._sessions.values() if self._expired(s)]
         for session in expired:
             self.close(session)
         if expired:
             logger.debug("%d idle sessions expired", len(expired))
+
+
+def _full(detail: str) -> McpError:
+    return McpError(INVALID_PARAMS, f"Invalid params: {detail}", {"reason": "session_limit"})
 
 
 def _same(bound: str | None, principal: str | None) -> bool:

@@ -41,7 +41,7 @@ from mcp_asgi.lifecycle.outcome import (
     SideEffect,
 )
 from mcp_asgi.lifecycle.watcher import WatchEnd, Watcher
-from mcp_asgi.lifecycle.work import RunningWork
+from mcp_asgi.lifecycle.work import RunningWork, ThreadSlots
 from mcp_asgi.protocol import jsonrpc
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, JsonObject, McpError
 from mcp_asgi.protocol.request import McpRequest
@@ -67,16 +67,20 @@ class RequestScope:
         cancel_on_disconnect: bool = True,
         on_server_end: Callable[[CancelReason], JsonObject] | None = None,
         clock: Clock | None = None,
+        started: float | None = None,
+        threads: ThreadSlots | None = None,
     ) -> None:
         """`on_server_end`, when given, makes the final message sent when the server ends
         the request (timeout, shutdown) instead of the JSON-RPC error; a listen stream
         ends with its `subscriptions/listen` result this way. `clock` defaults to the
-        running event loop's: deadlines are absolute times on it."""
+        running event loop's: deadlines are absolute times on it. `started` (on that clock,
+        default now) is when the request arrived: the deadline counts from it. `threads`
+        bounds the worker threads of the endpoint's sync handlers."""
         self._request = request
         self._writer = writer
         self._token = CancelToken()
         self._clock = clock or loop_clock()
-        self._started = self._clock()
+        self._started = self._clock() if started is None else started
         self._timeout = timeout
         self._deadline = math.inf if timeout is None else self._started + timeout
         self._observer = observer
@@ -101,7 +105,7 @@ class RequestScope:
         self._error_sent = False  # a server-side cancel's reply has been written
         self._ended = False
         self._over = LazyEvent()  # run() has returned
-        self._work = RunningWork(on_idle=self._work_returned)
+        self._work = RunningWork(on_idle=self._work_returned, threads=threads)
         self._handler_scope = anyio.CancelScope()
         self._watcher = Watcher(
             deadline=self._deadline,

@@ -10,6 +10,7 @@ are closed when it exits.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from typing import Literal, Protocol, TypeVar
@@ -30,11 +31,53 @@ class Closable(Protocol):
     async def aclose(self) -> None: ...
 
 
+class ThreadSlots:
+    """The worker threads that sync handlers of one endpoint may run at once.
+
+    A call takes a slot before its thread starts, waiting in line (cancellable: its
+    request's deadline and disconnect still apply), and the slot comes back only when the
+    thread really returns: an abandoned thread keeps its slot, so "call, then hang up"
+    cannot make threads faster than they finish. (anyio's own limiter is given back when a
+    thread is abandoned; the one handed to it here is unbounded.)
+    """
+
+    def __init__(self, total: int) -> None:
+        if total < 1:
+            raise ValueError("max_threads must be at least 1")
+        self.total = total
+        self._slots: anyio.CapacityLimiter | None = None  # made on the event loop
+        self._unbounded: anyio.CapacityLimiter | None = None
+
+    @property
+    def in_use(self) -> int:
+        """Slots held now: threads running, abandoned or not, and calls starting one."""
+        return 0 if self._slots is None else int(self._slots.borrowed_tokens)
+
+    @property
+    def waiting(self) -> int:
+        """Calls waiting in line for a slot."""
+        return 0 if self._slots is None else self._slots.statistics().tasks_waiting
+
+    async def acquire(self, borrower: object) -> anyio.CapacityLimiter:
+        """Wait for a slot (cancellable); returns the limiter to hand to `to_thread`."""
+        if self._slots is None or self._unbounded is None:
+            self._slots = anyio.CapacityLimiter(self.total)
+            self._unbounded = anyio.CapacityLimiter(math.inf)
+        await self._slots.acquire_on_behalf_of(borrower)
+        return self._unbounded
+
+    def release(self, borrower: object) -> None:
+        """Give a slot back (on the event loop)."""
+        if self._slots is not None:
+            self._slots.release_on_behalf_of(borrower)
+
+
 class RunningWork:
     """Counts the work still running for one request; calls `on_idle` when none is left."""
 
-    def __init__(self, on_idle: Callable[[], None]) -> None:
+    def __init__(self, on_idle: Callable[[], None], threads: ThreadSlots | None = None) -> None:
         self.running = 1  # the handler itself
+        self._threads = threads
         self._idle = LazyEvent()
         self._on_idle = on_idle
         self._owned: set[Closable] = set()
@@ -90,6 +133,13 @@ class RunningWork:
         on at once: the thread is abandoned (told through `token`)."""
         loop = anyio.lowlevel.current_token()
         job = _ThreadJob()
+        slots = self._threads
+        limiter = await slots.acquire(job) if slots is not None else None
+
+        def returned() -> None:  # on the loop, once the thread is over
+            if slots is not None:
+                slots.release(job)
+            self.done()
 
         def work() -> T:
             if not job.begin():
@@ -99,18 +149,18 @@ class RunningWork:
             finally:
                 if job.end():  # abandoned while running: tell the loop it has returned
                     try:
-                        loop.backend_class.run_sync_soon(self.done, (), loop.native_token)
+                        loop.backend_class.run_sync_soon(returned, (), loop.native_token)
                     except RuntimeError:  # the event loop is gone
                         self.done(on_loop=False)
 
         self.running += 1
         try:
-            result = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+            result = await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=limiter)
         except BaseException:
             if not job.abandon():
-                self.done()
+                returned()
             raise
-        self.done()
+        returned()
         return result
 
 

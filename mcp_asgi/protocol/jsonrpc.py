@@ -10,6 +10,7 @@ Error tree::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final, TypeGuard
 
 JSONRPC_VERSION: Final = "2.0"
@@ -103,9 +104,12 @@ class ProtocolError(McpError):
         data: Any = None,
         *,
         request_id: RequestId | None = None,
+        headers: Sequence[tuple[bytes, bytes]] = (),
     ) -> None:
         super().__init__(code, message, data, http_status=status)
         self.request_id = request_id
+        self.headers = list(headers)
+        """Response headers to send with the error (e.g. `Retry-After`)."""
 
 
 class ResourceNotFound(McpError):

@@ -4,6 +4,8 @@ Knows nothing about methods, handlers or HTTP."""
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -19,6 +21,8 @@ from mcp_asgi.protocol.jsonrpc import (
 )
 
 _UTF8_BOM: Final = b"\xef\xbb\xbf"
+# where a float may overflow to infinity: an exponent, or 309 digits in a row
+_MAYBE_HUGE: Final = re.compile(rb"\d[eE]|\d{309}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,10 +100,30 @@ def peek_id(body: bytes | None) -> RequestId | None:
 
 def _load(body: bytes) -> Any:
     """Parse JSON text: UTF-8 only, as RFC 8259 requires between systems, and a leading
-    byte order mark ignored, as it allows. Raises `ValueError`."""
+    byte order mark ignored, as it allows. `NaN`, `Infinity` and `-Infinity` are not JSON,
+    and a number too large for a double (`1e999`) is refused rather than read as infinity.
+    Raises `ValueError`."""
     if body.startswith(_UTF8_BOM):
         body = body[len(_UTF8_BOM) :]
-    return from_json(body)
+    data = from_json(body, allow_inf_nan=False)
+    if _MAYBE_HUGE.search(body) and not _finite(data):
+        raise ValueError("a number is out of range")
+    return data
+
+
+def _finite(value: Any) -> bool:
+    """Whether every number in a parsed JSON value is finite (iterative: no deep recursion)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
 
 
 def _read_id(data: dict[str, Any]) -> RequestId | None:

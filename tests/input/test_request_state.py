@@ -6,6 +6,8 @@ import logging
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from starlette.authentication import SimpleUser, UnauthenticatedUser
 
 from mcp_asgi.input.request_state import Sealer, StateError, params_digest, principal_of
@@ -81,3 +83,61 @@ def test_params_digest_ignores_meta_and_retry_fields() -> None:
 def test_principal_of(scope: dict[str, Any], principal: str | None) -> None:
     """An authenticated scope["user"], else a scope["auth"] mapping with a sub claim."""
     assert principal_of(scope) == principal
+
+
+_ASCII = [chr(c) for c in range(128) if chr(c) != "."]
+
+
+def _edits(text: str) -> list[str]:
+    """The issue's edits of a signature: padding, inserted junk or whitespace, the other
+    base64 alphabet, a sibling last character."""
+    sibling = chr(ord(text[-1]) ^ 1)
+    return [
+        text + "==",
+        text + "=",
+        text[:5] + "!*~" + text[5:],
+        text[:5] + " " + text[5:],
+        text + "\n",
+        "\t" + text,
+        text.replace("-", "+").replace("_", "/") if ("-" in text or "_" in text) else text + "+",
+        text[:-1] + sibling,
+    ]
+
+
+def test_any_edit_of_the_signature_is_tampered() -> None:
+    """Lenient base64 is gone: padding, junk, whitespace, the +/ alphabet, a sibling last
+    character (same bytes under lenient decoding) all fail verification."""
+    sealer = Sealer(b"k", ttl=10)
+    for n in range(40):  # signatures with every kind of last character
+        token = sealer.seal({"m": "tools/call", "n": n})
+        head, payload, mac = token.split(".")
+        for edited in _edits(mac):
+            with pytest.raises(StateError) as info:
+                sealer.open(f"{head}.{payload}.{edited}", 1)
+            assert info.value.data["reason"] == "tampered", edited
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(data=st.data())
+def test_every_single_character_edit_is_tampered(data: st.DataObject) -> None:
+    """Replacing, inserting or deleting any one character of the payload or the signature
+    is refused: decoding is strict and canonical."""
+    sealer = Sealer(b"k", ttl=10, clock=lambda: 1000.0)
+    token = sealer.seal({"m": "tools/call", "x": [1, 2]})
+    head, payload, mac = token.split(".")
+    part = data.draw(st.sampled_from(["payload", "mac"]))
+    text = payload if part == "payload" else mac
+    at = data.draw(st.integers(min_value=0, max_value=len(text) - 1))
+    char = data.draw(st.sampled_from(_ASCII))
+    kind = data.draw(st.sampled_from(["replace", "insert", "delete"]))
+    if kind == "replace" and text[at] == char:
+        return
+    edited = {
+        "replace": text[:at] + char + text[at + 1 :],
+        "insert": text[:at] + char + text[at:],
+        "delete": text[:at] + text[at + 1 :],
+    }[kind]
+    forged = f"{head}.{edited}.{mac}" if part == "payload" else f"{head}.{payload}.{edited}"
+    with pytest.raises(StateError) as info:
+        sealer.open(forged, 1)
+    assert info.value.data["reason"] == "tampered"

@@ -168,9 +168,10 @@ async def test_unsupported_protocol_version_header_is_400() -> None:
 
 
 async def test_a_full_server_refuses_new_sessions() -> None:
-    """With max_sessions open, initialize is answered 503 with a JSON-RPC error."""
+    """With max_sessions in use, initialize is answered 503 with a JSON-RPC error."""
     with serve(legacy_app(Probe(), max_sessions=1)) as live:
-        await open_session(live)
+        first = await open_session(live)
+        assert (await first.call("ping")).status == 200  # in use: not evictable
         second = LegacyClient(live.url + "/mcp")
         response = await second.post(
             second.body("initialize", {"protocolVersion": LATEST, "capabilities": {}}),

@@ -14,9 +14,12 @@ def make_store(clock: Clock, *, ttl: float = 10.0, max_sessions: int = 3) -> Ses
     return SessionStore(ttl=ttl, max_sessions=max_sessions, clock=clock)
 
 
-def open_session(store: SessionStore) -> str:
+def open_session(store: SessionStore, *, used: bool = True) -> str:
+    """A new session; `used`: it has made a request since initialize (not fresh)."""
     session = store.create(protocol_version="2025-11-25", capabilities={}, client_info=None)
     assert session is not None
+    if used:
+        store.prove(session)
     return session.id
 
 

@@ -1,0 +1,137 @@
+"""`ClientLimits`: the per-client limits of one endpoint.
+
+::
+
+    client_key(asgi_scope)       the principal's key, else "addr:<client host>"
+    check_rate(key)              a token from the client's bucket, or 429
+    hold(kind, key)              one more request / listen stream / session held, or 429;
+                                 the returned `Hold` gives it back (idempotent)
+
+Counts live in one dict per endpoint, keyed by client; a client holding nothing is not in
+it, so the table is bounded by what is held. Everything runs on the event loop: no locks.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Final, Literal
+
+from starlette.types import Scope
+
+from mcp_asgi.auth.principal import principal_key
+from mcp_asgi.limits.bucket import Buckets
+from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, ProtocolError, RequestId
+
+Kind = Literal["requests", "listen_streams", "sessions"]
+_SETTING: Final[dict[Kind, str]] = {
+    "requests": "max_requests_per_client",
+    "listen_streams": "max_listen_streams_per_client",
+    "sessions": "max_sessions_per_client",
+}
+
+
+class TooManyRequests(ProtocolError):
+    """429 with `Retry-After`: a client went over one of its limits."""
+
+    def __init__(self, detail: str, retry_after: float, limit: str) -> None:
+        seconds = max(1, math.ceil(retry_after))
+        super().__init__(
+            429,
+            INTERNAL_ERROR,
+            f"Too Many Requests: {detail}",
+            {"reason": "rate_limited", "limit": limit, "retryAfter": seconds},
+            headers=[(b"retry-after", str(seconds).encode())],
+        )
+
+    def for_request(self, request_id: RequestId | None) -> TooManyRequests:
+        """The same refusal, echoing `request_id`."""
+        self.request_id = request_id
+        return self
+
+
+def client_key(asgi_scope: Scope) -> str:
+    """Who a request is, for its limits: the verified (or host app's) principal, else the
+    client's address (behind a proxy, the server must be told to trust its forwarded
+    headers, e.g. uvicorn's `--forwarded-allow-ips`, or every client is the proxy)."""
+    principal = principal_key(asgi_scope)
+    if principal is not None:
+        return "principal:" + principal
+    client = asgi_scope.get("client")
+    return "addr:" + (str(client[0]) if client else "unknown")
+
+
+class Hold:
+    """One thing a client holds; `release()` gives it back (idempotent)."""
+
+    __slots__ = ("_release",)
+
+    def __init__(self, release: Callable[[], None] | None) -> None:
+        self._release = release
+
+    def release(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+
+_NOTHING: Final = Hold(None)
+
+
+class ClientLimits:
+    """Rate and count limits per client; a limit of None is off."""
+
+    def __init__(
+        self,
+        *,
+        rate: float | None,
+        burst: int,
+        requests: int | None,
+        listen_streams: int | None,
+        sessions: int | None,
+        retry_sessions_after: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._buckets = Buckets(rate=rate, burst=burst, clock=clock) if rate else None
+        self._limits: dict[Kind, int | None] = {
+            "requests": requests,
+            "listen_streams": listen_streams,
+            "sessions": sessions,
+        }
+        self._held: dict[tuple[Kind, str], int] = {}
+        self._retry_sessions_after = retry_sessions_after
+
+    def held(self, kind: Kind, key: str) -> int:
+        """How many of `kind` the client `key` holds now."""
+        return self._held.get((kind, key), 0)
+
+    def check_rate(self, key: str) -> None:
+        """Take one request from the client's budget; 429 when it has none left."""
+        if self._buckets is not None:
+            wait = self._buckets.take(key)
+            if wait:
+                raise TooManyRequests("request rate limit reached", wait, "rate_limit")
+
+    def hold(self, kind: Kind, key: str) -> Hold:
+        """One more `kind` held by client `key`; 429 when it already holds its limit."""
+        limit = self._limits[kind]
+        if limit is None:
+            return _NOTHING
+        slot = (kind, key)
+        count = self._held.get(slot, 0)
+        if count >= limit:
+            retry = self._retry_sessions_after if kind == "sessions" else 1.0
+            raise TooManyRequests(
+                f"at most {limit} {kind.replace('_', ' ')} per client", retry, _SETTING[kind]
+            )
+        self._held[slot] = count + 1
+
+        def release() -> None:
+            left = self._held[slot] - 1
+            if left:
+                self._held[slot] = left
+            else:
+                del self._held[slot]
+
+        return Hold(release)

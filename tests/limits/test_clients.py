@@ -1,0 +1,135 @@
+"""Limits per client on a live uvicorn: requests per second, requests in flight, listen
+streams, sessions; refused with 429, `Retry-After` and a JSON-RPC error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+from starlette.authentication import SimpleUser
+
+from mcp_asgi.limits import ClientLimits, TooManyRequests, client_key
+from mcp_asgi.testing import McpResponse, McpTestClient, serve
+
+from ..helpers import Clock, Probe
+from ..servers import LATEST, LegacyClient, legacy_app
+from .apps import Seen, limits_app
+
+pytestmark = pytest.mark.anyio
+
+
+def assert_refused(response: McpResponse, limit: str) -> None:
+    assert response.status == 429
+    assert int(response.headers["retry-after"]) >= 1
+    error = response.final["error"]
+    assert error["code"] == -32603
+    assert error["data"]["reason"] == "rate_limited"
+    assert error["data"]["limit"] == limit
+
+
+async def test_a_client_over_its_rate_is_told_when_to_come_back() -> None:
+    """rate_limit=1, burst 3: three calls pass, the fourth is 429 with Retry-After."""
+    with serve(limits_app(Seen(), rate_limit=1.0, rate_limit_burst=3)) as live:
+        client = McpTestClient(live.url + "/mcp")
+        for _ in range(3):
+            assert await client.call_tool("echo", {"text": "hi"}) is not None
+        response = await client.request("tools/call", {"name": "echo", "arguments": {"text": "x"}})
+    assert_refused(response, "rate_limit")
+    assert response.final["id"] is None  # refused before the body was read
+
+
+async def test_requests_in_flight_are_bounded_per_client() -> None:
+    """max_requests_per_client=2: a third concurrent call is 429; once one ends, a new
+    call passes."""
+    seen = Seen()
+    with serve(limits_app(seen, max_requests_per_client=2)) as live:
+        client = McpTestClient(live.url + "/mcp")
+        async with (
+            client.stream("tools/call", {"name": "slow", "arguments": {"seconds": 30}}) as one,
+            client.stream("tools/call", {"name": "slow", "arguments": {"seconds": 30}}),
+        ):
+            with anyio.fail_after(5):
+                while seen.slow_started < 2:  # noqa: ASYNC110 - the server's thread
+                    await anyio.sleep(0.01)
+            third = await client.request("tools/call", {"name": "echo", "arguments": {"text": "x"}})
+            await one.drop()
+            with anyio.fail_after(5):
+                while seen.slow_cancelled < 1:  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+            fourth = await client.call_tool("echo", {"text": "y"})
+    assert_refused(third, "max_requests_per_client")
+    assert fourth["content"][0]["text"] == "y"
+
+
+async def test_listen_streams_are_bounded_per_client() -> None:
+    """max_listen_streams_per_client=2: a third GET stream (2025 era) is 429."""
+    with serve(legacy_app(Probe(), max_listen_streams_per_client=2)) as live:
+        clients = [LegacyClient(live.url + "/mcp") for _ in range(3)]
+        for client in clients:
+            await client.initialize()
+        async with clients[0].get_stream(), clients[1].get_stream():
+            headers = {**clients[2].session_headers(), "accept": "text/event-stream"}
+            del headers["content-type"]
+            third = await clients[2].post(b"", headers, http_method="GET")
+    assert_refused(third, "max_listen_streams_per_client")
+
+
+async def test_sessions_are_bounded_per_client() -> None:
+    """max_sessions_per_client=2: a third initialize from the same address is 429; ending
+    a session makes room."""
+    with serve(legacy_app(Probe(), max_sessions_per_client=2)) as live:
+        first, second, third = (LegacyClient(live.url + "/mcp") for _ in range(3))
+        await first.initialize()
+        await second.initialize()
+        refused = await third.post(
+            third.body("initialize", {"protocolVersion": LATEST, "capabilities": {}}),
+            {"content-type": "application/json"},
+        )
+        await first.delete()
+        await third.initialize()
+    assert_refused(refused, "max_sessions_per_client")
+
+
+def test_the_client_is_its_principal_else_its_address() -> None:
+    """Authenticated requests are counted by principal, wherever they come from."""
+    user = SimpleUser("alice")
+    assert client_key({"client": ("10.0.0.1", 5)}) == "addr:10.0.0.1"
+    assert client_key({"client": None}) == "addr:unknown"
+    one = client_key({"client": ("10.0.0.1", 5), "user": user})
+    other = client_key({"client": ("10.0.0.2", 6), "user": user})
+    assert one == other
+    assert one.startswith("principal:")
+
+
+def test_buckets_refill_and_idle_clients_are_forgotten() -> None:
+    """A bucket refills at `rate`; many clients' full buckets do not pile up."""
+    clock = Clock(0.0)
+    limits = ClientLimits(
+        rate=2.0, burst=1, requests=None, listen_streams=None, sessions=None, clock=clock
+    )
+    limits.check_rate("a")
+    with pytest.raises(TooManyRequests) as refused:
+        limits.check_rate("a")
+    assert refused.value.headers == [(b"retry-after", b"1")]
+    clock.now += 0.5
+    limits.check_rate("a")
+    for n in range(5000):
+        limits.check_rate(f"c{n}")
+    clock.now += 10
+    limits.check_rate("last")
+    assert len(limits._buckets or ()) < 10
+
+
+def test_holds_are_counted_and_given_back_once() -> None:
+    """A hold counts until released; releasing twice changes nothing."""
+    limits = ClientLimits(rate=None, burst=1, requests=1, listen_streams=None, sessions=None)
+    hold = limits.hold("requests", "a")
+    with pytest.raises(TooManyRequests):
+        limits.hold("requests", "a")
+    hold.release()
+    hold.release()
+    assert limits.held("requests", "a") == 0
+    limits.hold("requests", "a")
+    unlimited: Any = limits.hold("listen_streams", "a")
+    unlimited.release()
