@@ -13,7 +13,7 @@ from anyio.abc import SocketStream
 from mcp_asgi import Context, McpMiddleware, McpServer
 from mcp_asgi.testing import McpTestClient
 
-from ..helpers import mcp_app
+from ..helpers import Otel, mcp_app
 
 
 class Seen:
@@ -31,7 +31,7 @@ class Seen:
             setattr(self, name, getattr(self, name) + 1)
 
 
-def limits_app(seen: Seen, **settings: Any) -> McpMiddleware:
+def limits_app(seen: Seen, otel: Otel | None = None, **settings: Any) -> McpMiddleware:
     """`echo`; `slow` (async, sleeps); `sleepy` (a `def` tool that sleeps, ignoring its
     cancellation as blocking code does)."""
     server = McpServer("limits")
@@ -61,7 +61,7 @@ def limits_app(seen: Seen, **settings: Any) -> McpMiddleware:
     def note(name: str) -> str:
         return name
 
-    return mcp_app(server, **settings)
+    return mcp_app(server, otel, **settings)
 
 
 def raw_post(client: McpTestClient, body: dict[str, Any], *, keep_alive: bool = False) -> bytes:

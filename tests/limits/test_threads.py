@@ -10,7 +10,7 @@ import pytest
 
 from mcp_asgi.testing import McpTestClient, serve
 
-from ..helpers import eventually
+from ..helpers import Otel, eventually
 from .apps import Seen, limits_app, raw_post
 
 pytestmark = pytest.mark.anyio
@@ -78,3 +78,21 @@ async def test_a_queued_call_keeps_its_deadline_and_its_cancel() -> None:
             await holder.drop()
     assert queued.final["error"]["data"]["reason"] == "timeout"
     assert seen.sync_started == 1
+
+
+async def test_an_abandoned_thread_is_an_orphan_and_keeps_its_slot(otel: Otel) -> None:
+    """A cut `def` call whose thread runs past cancel_grace: the orphan gauge shows it and
+    its slot stays taken until the thread returns; then both are given back."""
+    seen = Seen()
+    app = limits_app(seen, otel, max_threads=2, cancel_grace=0.1)
+    with serve(app) as live:
+        client = McpTestClient(live.url + "/mcp")
+        async with client.stream(
+            "tools/call", {"name": "sleepy", "arguments": {"seconds": 1.0}}
+        ) as call:
+            await eventually(lambda: seen.sync_started == 1)
+            await call.drop()
+        await eventually(lambda: otel.orphans_active() == 1, what="the orphan")
+        assert app._inflight._threads.in_use == 1
+        await eventually(lambda: otel.orphans_active() == 0, what="the thread to return")
+        await eventually(lambda: app._inflight._threads.in_use == 0)
