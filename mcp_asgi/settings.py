@@ -105,7 +105,26 @@ class McpSettings(BaseSettings):
     legacy_disconnect_cancels: bool = Field(
         default=True,
         description="A 2025-era client's disconnect cancels its request; False: the work "
-        "continues and its result is discarded (the letter of the 2025 spec).",
+        "continues, and its events and result wait in the stream's log for the client to "
+        "resume with GET and Last-Event-ID (the letter of the 2025 spec).",
+    )
+    legacy_resume_events: int = Field(
+        default=1000,
+        gt=0,
+        description="Most events kept per 2025-era stream for a client resuming it with "
+        "Last-Event-ID (older ones are dropped; in Redis, about this many).",
+    )
+    legacy_resume_ttl: float = Field(
+        default=300.0,
+        gt=0,
+        description="Seconds a 2025-era stream's events are kept after its last one, for a "
+        "client resuming it with Last-Event-ID.",
+    )
+    legacy_sse_retry: float = Field(
+        default=1.0,
+        gt=0,
+        description="Seconds a 2025-era client is told to wait (the SSE retry field) before "
+        "it reconnects to a stream the server closed early (ctx.close_stream()).",
     )
     legacy_input_timeout: float | None = Field(
         default=600.0,

@@ -137,11 +137,23 @@ class ReplyWriter:
     encoded (see `dump`).
     """
 
-    __slots__ = ("_ended", "_lock", "_mode", "_send_asgi", "_started", "replaced_by", "state")
+    __slots__ = (
+        "_ended",
+        "_lock",
+        "_mode",
+        "_preamble",
+        "_send_asgi",
+        "_started",
+        "replaced_by",
+        "state",
+    )
 
-    def __init__(self, send: Send, mode: ResponseMode) -> None:
+    def __init__(self, send: Send, mode: ResponseMode, *, preamble: bytes = b"") -> None:
+        """`preamble` is written first once the reply is an event stream (a resumable
+        stream's priming event)."""
         self._send_asgi = send
         self._mode: ResponseMode = mode
+        self._preamble = preamble
         self._lock = _WriteLock()
         self._started = False
         self._ended = False
@@ -191,6 +203,11 @@ class ReplyWriter:
                 self.state = ReplyState.DONE
                 return True
         return await self._write(_event(body), final=True)
+
+    async def close_early(self) -> bool:
+        """End the HTTP response now while the request goes on, where the rest can be
+        fetched later (a resumable stream: the client polls); False: this reply cannot."""
+        return False
 
     def abandon(self) -> None:
         """Never write again (the client is gone)."""
@@ -252,6 +269,7 @@ class ReplyWriter:
                         {"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS}
                     )
                     self.state = ReplyState.STREAMING
+                    chunk = self._preamble + chunk
                 await self._send(
                     {"type": "http.response.body", "body": chunk, "more_body": not final}
                 )
@@ -266,5 +284,10 @@ class ReplyWriter:
         return False
 
 
-def _event(body: bytes) -> bytes:
-    return ServerSentEvent(data=body.decode("utf-8"), event="message").encode()
+def _event(body: bytes, event_id: str | None = None) -> bytes:
+    return ServerSentEvent(data=body.decode("utf-8"), event="message", id=event_id).encode()
+
+
+def sse_event(body: bytes, event_id: str) -> bytes:
+    """One `message` event carrying a JSON-RPC message, with its id."""
+    return _event(body, event_id)

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from typing import Protocol
 
+import anyio
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_asgi._loggers import sessions_logger as logger
@@ -32,6 +33,8 @@ from mcp_asgi.input.live import LiveInput
 from mcp_asgi.legacy import methods as _methods
 from mcp_asgi.legacy.era import LEGACY_VERSIONS, negotiate_version
 from mcp_asgi.legacy.outbound import Outbound, Replies
+from mcp_asgi.legacy.resumable import EventLog, LogSettings, ResumableWriter
+from mcp_asgi.legacy.resume import serve_resumed
 from mcp_asgi.legacy.sessions import LegacySession, Release, SessionBounds, SessionStore
 from mcp_asgi.legacy.stream import serve_stream
 from mcp_asgi.lifecycle.scope import RequestScope
@@ -108,7 +111,13 @@ class LegacyEndpoint:
         self._dispatch = dispatch
         self._keepalive = settings.keepalive_interval
         self._disconnect_cancels = settings.legacy_disconnect_cancels
-        self._replies = Replies(store if store is not None else MemoryStore())
+        self._store = store if store is not None else MemoryStore()
+        self._replies = Replies(self._store)
+        self._log_settings = LogSettings(
+            max_events=settings.legacy_resume_events,
+            ttl=settings.legacy_resume_ttl,
+            retry_ms=round(settings.legacy_sse_retry * 1000),
+        )
         self._input_timeout = settings.legacy_input_timeout
 
     # -- entry points (the middleware has checked method, Origin, body, Accept) ----------
@@ -188,15 +197,30 @@ class LegacyEndpoint:
             raise ProtocolError(
                 406, INVALID_REQUEST, "Not Acceptable: Accept must admit text/event-stream"
             )
+        resumed = self._resumed(asgi_scope, session)  # 400: an unknown Last-Event-ID
         held = self._limits.hold("listen_streams", client_key(asgi_scope))  # 429
         self.sessions.prove(session)
+        send = _send_with_session_id(send, session.id)
         try:
+            if resumed is not None and resumed[0].kind == "r":  # a request's stream
+                log, after = resumed
+                await serve_resumed(
+                    session, log, after, receive, send, keepalive_interval=self._keepalive
+                )
+                return
+            log = (
+                resumed[0]
+                if resumed
+                else EventLog.new(self._store, session.id, "g", self._log_settings)
+            )
             await serve_stream(
                 session,
                 self.server.bus,  # read now: the middleware may attach a shared bus at startup
                 receive,
-                _send_with_session_id(send, session.id),
+                send,
                 keepalive_interval=self._keepalive,
+                log=log,
+                replay_after=resumed[1] if resumed else None,
             )
         finally:
             held.release()
@@ -280,7 +304,7 @@ class LegacyEndpoint:
         body: bytes,
         arrived: float | None,
     ) -> RequestScope:
-        writer = ReplyWriter(send, mode)
+        writer = self._writer(send, mode, session, request)
         release = session.use()
         outbound = inputs = None
         if request.method in INPUT_METHODS:  # the handler may ask the client (elicit & co.)
@@ -301,12 +325,42 @@ class LegacyEndpoint:
                 outbound.bind(request_scope)
             session.track(request_scope)  # no await since the session lookup: atomic
             try:
-                await request_scope.run(_receive_with_release(receive, release), lambda: call(ctx))
+                await request_scope.run(
+                    _receive_with_release(receive, release, writer), lambda: call(ctx)
+                )
                 await writer.end()  # complete the HTTP exchange even if the client left
             finally:
                 session.untrack(request_scope)
                 release()
         return request_scope
+
+    def _writer(
+        self, send: Send, mode: ResponseMode, session: LegacySession, request: McpRequest
+    ) -> ReplyWriter:
+        """A resumable writer for a reply that may be an event stream (its events logged
+        with ids); initialize's reply is not resumed."""
+        if mode == "json" or request.method == "initialize":
+            return ReplyWriter(send, mode)
+        log = EventLog.new(self._store, session.id, "r", self._log_settings)
+        return ResumableWriter(
+            send,
+            mode,
+            log,
+            prime=session.protocol_version >= "2025-11-25",  # older clients reject empty data
+            outlives=not self._disconnect_cancels,
+        )
+
+    def _resumed(self, asgi_scope: Scope, session: LegacySession) -> tuple[EventLog, str] | None:
+        """The log and position a GET's `Last-Event-ID` names (None: no header)."""
+        last = header(asgi_scope, b"last-event-id")
+        if last is None:
+            return None
+        found = EventLog.of(self._store, session.id, last, self._log_settings)
+        if found is None:
+            raise ProtocolError(
+                400, INVALID_REQUEST, "Bad Request: Last-Event-ID is not an event of this server"
+            )
+        return found
 
     def _session(self, asgi_scope: Scope, request_id: RequestId | None) -> LegacySession:
         session_id = header(asgi_scope, b"mcp-session-id")
@@ -380,14 +434,18 @@ def _send_with_session_id(send: Send, session_id: str) -> Send:
     return send_with_session_id
 
 
-def _receive_with_release(receive: Receive, release: Release) -> Receive:
+def _receive_with_release(receive: Receive, release: Release, writer: ReplyWriter) -> Receive:
     """`receive` that lets the session go idle once the client has disconnected (the
-    request may run on, with `legacy_disconnect_cancels=False`)."""
+    request may run on, with `legacy_disconnect_cancels=False`), and that never reports
+    the end of a connection the handler closed early (`ctx.close_stream()`): the client
+    polls, the request goes on."""
 
     async def receive_with_release() -> Message:
         message = await receive()
         if message["type"] == "http.disconnect":
             release()
+            if isinstance(writer, ResumableWriter) and writer.closed_early:
+                await anyio.sleep_forever()
         return message
 
     return receive_with_release

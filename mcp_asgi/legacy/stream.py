@@ -1,9 +1,11 @@
 """The GET stream of a 2025-era session: change notifications from the notification bus.
 
 The session's one stream (a newer GET replaces it) carries list changes, and updates of
-the resources the session subscribed to, as `event: message` SSE events; keep-alive
-comments in between. No event ids: nothing is replayed after a reconnect. It ends when the
-client goes, the session ends, or a newer stream replaces it.
+the resources the session subscribed to, as `event: message` SSE events with ids, logged
+first (legacy.resumable); keep-alive comments in between. A GET whose `Last-Event-ID` names
+such a stream gets what the log holds after that event, then the stream goes on live with
+the same log. It ends when the client goes, the session ends, or a newer stream replaces
+it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import anyio
 from starlette.types import Receive, Send
 
 from mcp_asgi.bus.in_process import ChangeEvent, ChangeKind, NotificationBus
-from mcp_asgi.http.reply import ReplyWriter
+from mcp_asgi.legacy.resumable import EventLog, ResumableWriter
 from mcp_asgi.legacy.sessions import LegacySession
 from mcp_asgi.protocol import jsonrpc
 from mcp_asgi.protocol.jsonrpc import JsonObject
@@ -36,15 +38,22 @@ async def serve_stream(
     send: Send,
     *,
     keepalive_interval: float,
+    log: EventLog,
+    replay_after: str | None = None,
 ) -> None:
     """Serve one GET stream until the client goes, the session ends or a newer stream
-    replaces this one."""
+    replaces this one; `replay_after`: first what `log` holds after that position."""
     replaced = session.open_stream()
     release = session.use()
-    writer = ReplyWriter(send, "sse")
+    if replay_after is None:
+        writer = ResumableWriter(send, "sse", log, prime=False, outlives=False)
+    else:
+        writer = ResumableWriter.continuing(send, log)
     try:
         async with bus.subscribe() as events:  # before the headers: nothing slips between
             if not await writer.keepalive():  # opens the stream
+                return
+            if replay_after is not None and not await _replay(log, replay_after, writer):
                 return
             async with anyio.create_task_group() as tg:
 
@@ -72,7 +81,7 @@ def notification(event: ChangeEvent, session: LegacySession) -> JsonObject | Non
 
 
 async def _forward(
-    events: AsyncIterator[ChangeEvent], session: LegacySession, writer: ReplyWriter
+    events: AsyncIterator[ChangeEvent], session: LegacySession, writer: ResumableWriter
 ) -> None:
     async for event in events:
         message = notification(event, session)
@@ -80,7 +89,16 @@ async def _forward(
             return
 
 
-async def _keepalive(writer: ReplyWriter, interval: float) -> None:
+async def _replay(log: EventLog, after: str, writer: ResumableWriter) -> bool:
+    async for event_id, body, _ in log.follow(after, wait=0):
+        if body is None:
+            return True  # caught up
+        if body and not await writer.replay(event_id, body):
+            return False
+    return True
+
+
+async def _keepalive(writer: ResumableWriter, interval: float) -> None:
     while True:
         await anyio.sleep(interval or math.inf)
         if not await writer.keepalive():

@@ -236,6 +236,13 @@ class RequestScope:
             self._client_gone()
         return ok
 
+    async def close_early(self) -> bool:
+        """End the HTTP response while the handler goes on, where the reply can be resumed
+        later (`ReplyWriter.close_early`); False when it cannot, or once cancelled."""
+        if self._reason is not None or self.answered:
+            return False
+        return await self._writer.close_early()
+
     async def wait_exited(self) -> None:
         """Wait until the request is over: its reply ended, and its handler exited or was
         given up as an orphan after the grace period (a thread still running is then only

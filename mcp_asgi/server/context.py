@@ -305,6 +305,16 @@ class Context:
             params["logger"] = logger
         await self._request_scope.write(jsonrpc.notification("notifications/message", params))
 
+    async def close_stream(self) -> bool:
+        """End this request's HTTP response now while the handler goes on, so the client
+        polls for the rest (SSE polling, 2025-11-25): its events and result wait in the
+        stream's log, and the client, told when to come back by the `retry` field
+        (`legacy_sse_retry`), fetches them with GET and `Last-Event-ID`. Only a 2025-era
+        request whose reply is an event stream can do this; elsewhere it does nothing and
+        returns False. Once closed, the client's connection no longer cancels the request.
+        """
+        return await self._request_scope.close_early()
+
     # -- asking the client (multi round-trip requests, see mcp_asgi.input) -----------
 
     @overload

@@ -223,6 +223,13 @@ def _tools(server: McpServer) -> None:
         return "logged"
 
     @server.tool()
+    async def test_reconnection(ctx: Context) -> str:
+        """Tests SSE polling: closes the stream mid-call, the client resumes (SEP-1699)"""
+        await ctx.close_stream()  # a 2025-era SSE reply: the client polls with Last-Event-ID
+        await anyio.sleep(0.2)
+        return "Reconnection test completed"
+
+    @server.tool()
     async def test_tool_with_progress(ctx: Context) -> str:
         """Tests tool that reports progress notifications"""
         await ctx.report_progress(0, 100, "Completed step 0 of 100")

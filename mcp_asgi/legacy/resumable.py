@@ -1,0 +1,261 @@
+"""Resumable streams of 2025-era sessions (2025-11-25 Streamable HTTP, SEP-1699).
+
+Every SSE event on a session's streams (a request's POST stream, the GET stream) is first
+appended to that stream's log in the shared-state store, then written with its id::
+
+    id: r3f9c2a1d0b4e6f7:5         <stream id>:<position in the store's stream>
+    event: message
+    data: {"jsonrpc": "2.0", ...}
+
+A POST stream that becomes an event stream opens with a priming event (an id, an empty
+`data` and the `retry` field: 2025-11-25 clients only, older ones reject empty data). When
+the connection is gone (the client was cut off and `legacy_disconnect_cancels` is False,
+or the handler closed it early with `ctx.close_stream()` so that the client polls), the
+request runs on and its events are still logged; a GET with `Last-Event-ID` (on any
+replica, with a shared store) replays what followed that event, in order and once, then
+follows the log until the request's final response (`serve_resumed`). The log of a stream
+is `events:<session id>:<stream id>`, bounded (`legacy_resume_events`) and expiring
+(`legacy_resume_ttl` after its last event). A stream id starting with `r` is a request's,
+with `g` a GET stream's.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import anyio
+
+from mcp_asgi.http.accept import ResponseMode
+from mcp_asgi.http.reply import ReplyState, ReplyWriter, dump, encode_reply, sse_event
+from mcp_asgi.store import START, StateStore
+
+Kind = Literal["r", "g"]
+_START: Final = b"s"  # the stream's first entry: its id is the priming event's
+_MESSAGE: Final = b"m"
+_FINAL: Final = b"f"  # the request's response: a follower stops after it
+_END: Final = b"e"  # the request ended without one (cancelled): a follower stops
+
+
+@dataclass(frozen=True, slots=True)
+class LogSettings:
+    """How long and how much of a stream is kept, and the `retry` the client is told."""
+
+    max_events: int = 1000
+    ttl: float = 300.0
+    retry_ms: int = 1000
+
+
+class EventLog:
+    """The log of one stream of one session in the store."""
+
+    def __init__(
+        self, store: StateStore, session_id: str, stream_id: str, settings: LogSettings
+    ) -> None:
+        self.stream_id = stream_id
+        self.settings = settings
+        self._store = store
+        self._name = f"events:{session_id}:{stream_id}"
+
+    @classmethod
+    def new(cls, store: StateStore, session_id: str, kind: Kind, settings: LogSettings) -> EventLog:
+        return cls(store, session_id, kind + secrets.token_hex(8), settings)
+
+    @classmethod
+    def of(
+        cls, store: StateStore, session_id: str, event_id: str, settings: LogSettings
+    ) -> tuple[EventLog, str] | None:
+        """The log an event id (`Last-Event-ID`) belongs to and the position after which
+        to read; None when it is not one of ours."""
+        stream_id, sep, position = event_id.strip().partition(":")
+        if not sep or not position or stream_id[:1] not in ("r", "g") or len(stream_id) != 17:
+            return None
+        if not all(c in "0123456789abcdef" for c in stream_id[1:]):
+            return None
+        return cls(store, session_id, stream_id, settings), position
+
+    @property
+    def kind(self) -> Kind:
+        return "g" if self.stream_id.startswith("g") else "r"
+
+    def event_id(self, position: str) -> str:
+        return f"{self.stream_id}:{position}"
+
+    async def start(self) -> str:
+        """Begin the log; the id the priming event carries."""
+        return self.event_id(await self._append(_START))
+
+    async def append(self, body: bytes, *, final: bool = False) -> str:
+        """Log one message (the request's response when `final`); its event id."""
+        return self.event_id(await self._append((_FINAL if final else _MESSAGE) + body))
+
+    async def end(self) -> None:
+        """Mark the end of a request that has no response (a follower stops)."""
+        await self._append(_END)
+
+    async def exists(self) -> bool:
+        return bool(await self._store.read(self._name, START, limit=1))
+
+    async def follow(
+        self, after: str, *, wait: float
+    ) -> AsyncIterator[tuple[str, bytes | None, bool]]:
+        """The events after `after`, then each new one as it comes: (event id, the message,
+        whether it is the last of a request's stream). Yields (.., None, False) when
+        nothing came within `wait` seconds (time for a keep-alive)."""
+        while True:
+            entries = await self._store.read(self._name, after, wait=wait)
+            if not entries:
+                yield "", None, False
+            for entry in entries:
+                after = entry.position
+                kind, body = entry.data[:1], entry.data[1:]
+                if kind == _END:
+                    yield self.event_id(after), b"", True
+                    return
+                if kind in (_MESSAGE, _FINAL):
+                    yield self.event_id(after), body, kind == _FINAL
+                    if kind == _FINAL:
+                        return
+
+    async def _append(self, data: bytes) -> str:
+        s = self.settings
+        return await self._store.append(self._name, data, max_len=s.max_events, ttl=s.ttl)
+
+
+def priming(event_id: str, retry_ms: int) -> bytes:
+    """The event a resumable stream opens with: its id, `retry`, and empty data."""
+    return f"id: {event_id}\nretry: {retry_ms}\ndata: \n\n".encode()
+
+
+class ResumableWriter(ReplyWriter):
+    """A `ReplyWriter` whose SSE events are logged first, so they can be resumed.
+
+    While the connection is live, each event is logged then written with its id. Once it is
+    gone (`abandon`, a failed send, or `close_early`), events are only logged, and a write
+    reports success when the request outlives its connection (the client may resume),
+    failure otherwise (so the scope cancels it, as for any reply).
+    """
+
+    __slots__ = (
+        "_final",
+        "_live",
+        "_log",
+        "_order",
+        "_outlives",
+        "_prime",
+        "_started_log",
+        "closed_early",
+    )
+
+    def __init__(
+        self, send: Any, mode: ResponseMode, log: EventLog, *, prime: bool, outlives: bool
+    ) -> None:
+        super().__init__(send, mode)
+        self._log = log
+        self._prime = prime
+        self._outlives = outlives
+        self._live = True
+        self._final = False
+        self._started_log = False
+        self._order = anyio.Lock()
+        self.closed_early = False
+        """`close_early` ended the HTTP response: the client polls, the request goes on."""
+
+    @classmethod
+    def reader(cls, send: Any, log: EventLog) -> ResumableWriter:
+        """A writer of events read back from `log` (`replay`), which never writes to it."""
+        writer = cls(send, "sse", log, prime=False, outlives=False)
+        writer._started_log = writer._final = True
+        return writer
+
+    @classmethod
+    def continuing(cls, send: Any, log: EventLog) -> ResumableWriter:
+        """A writer that goes on logging to an existing `log` (a resumed GET stream)."""
+        writer = cls(send, "sse", log, prime=False, outlives=False)
+        writer._started_log = True
+        return writer
+
+    async def notify(self, message: Any) -> bool:
+        if self._mode == "json":
+            return True
+        return await self._emit(dump(message), final=False)
+
+    async def keepalive(self) -> bool:
+        if not self._live:
+            return True  # nothing to keep alive; the request goes on
+        if self.state is ReplyState.PENDING:
+            await self._open_log()
+        return await super().keepalive()
+
+    async def finish(self, message: Any, status: int = 200) -> bool:
+        if self._final:
+            return False
+        if (
+            self.state is ReplyState.PENDING
+            and self._live
+            and (self._mode != "sse" or status != 200)
+        ):
+            return await super().finish(message, status)  # one JSON body: nothing to resume
+        body, self.replaced_by = encode_reply(message)
+        return await self._emit(body, final=True)
+
+    async def close_early(self) -> bool:
+        """End the HTTP response with a `retry` hint; the request goes on, logged."""
+        async with self._order:
+            if self._mode == "json" or not self._live or self.state is ReplyState.DONE:
+                return False
+            await self._open_log()
+            retry = f"retry: {self._log.settings.retry_ms}\n\n".encode()
+            self._live = False
+            self._outlives = self.closed_early = True
+            await self._write(retry, final=True)
+            return True
+
+    async def replay(self, event_id: str, body: bytes, *, final: bool = False) -> bool:
+        """Write an event read back from a log (a resumed stream), without logging it."""
+        return await self._write(sse_event(body, event_id), final=final)
+
+    def abandon(self) -> None:
+        self._live = False
+        super().abandon()
+
+    async def close(self) -> None:
+        """End a cancelled request's reply (client still there): its log ends too."""
+        await self._end_log()
+        if self._live:
+            await super().close()
+
+    async def end(self) -> None:
+        await self._end_log()
+        await super().end()
+
+    async def _emit(self, body: bytes, *, final: bool) -> bool:
+        async with self._order:
+            if self._final:
+                return False
+            await self._open_log()
+            event_id = await self._log.append(body, final=final)
+            self._final = final
+            if self._live:
+                if await self._write(sse_event(body, event_id), final=final):
+                    return True
+                self._live = False
+            return self._outlives
+
+    async def _open_log(self) -> None:
+        """Start the log before the first event; prime a 2025-11-25 client."""
+        if self._started_log:
+            return
+        self._started_log = True
+        first = await self._log.start()
+        if self._prime:
+            self._preamble = priming(first, self._log.settings.retry_ms)
+
+    async def _end_log(self) -> None:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+            async with self._order:
+                if self._started_log and not self._final:
+                    self._final = True
+                    await self._log.end()
