@@ -77,13 +77,15 @@ format: $(STAMP)
 	$(BIN)/ruff format mcp_asgi tests examples bench
 	$(BIN)/ruff check --fix mcp_asgi tests examples bench
 
-bench: $(STAMP)  ## the full benchmark run (long)
+bench: $(STAMP)  ## the full benchmark run (long): the peers, then every server with its floor
 	$(BIN)/python -m bench.run --rounds 3
-	$(BIN)/python -m bench.cancel_latency
+	$(BIN)/python -m bench.stacks --rounds 3
+	$(BIN)/python -m bench.cancel_latency --servers all
 
 bench-quick: $(STAMP)  ## a few minutes
 	$(BIN)/python -m bench.run --quick
-	$(BIN)/python -m bench.cancel_latency --quick
+	$(BIN)/python -m bench.stacks --quick
+	$(BIN)/python -m bench.cancel_latency --quick --servers all
 
 clean:
 	rm -rf $(VENV) site .mypy_cache .pytest_cache .ruff_cache tests/node/node_modules tests/authserver/node_modules

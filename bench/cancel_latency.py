@@ -19,8 +19,10 @@ time, closed 300 ms + 0-10 ms into it: `load.cancel_samples`) and 200 (200 calls
 running, then all 200 sockets closed in one loop, each with its own close time), plus a
 mass cancel of 500 open async calls (`load.mass_cancel`, as in `bench.run`).
 
-The server is its own process (``python -m bench.cancel_latency --serve MODE``: uvicorn,
-one worker, 127.0.0.1, a free port); the load comes from this process over raw sockets.
+The server is its own process (``python -m bench.cancel_latency --serve MODE``, which
+becomes the ASGI server: uvicorn h11/asyncio unless ``--servers`` names others of
+`bench.servers`, each with the floor beside it in the same round; one worker, 127.0.0.1,
+a free port); the load comes from this process over raw sockets.
 The tools append ``start|cancel|done ID T`` lines to a file (`targets.ExitLog`), with `T`
 from `time.monotonic()` (CLOCK_MONOTONIC, one clock for every process of the machine).
 Bench-only wrappers in the server record when the request scope got its signal
@@ -63,8 +65,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mcp_asgi import CancelToken, Context, McpMiddleware, McpServer, McpSettings
 from mcp_asgi.http.accept import ResponseMode
 
-from . import env, load, report, run
-from .targets import POLL_INTERVAL, ExitLog, _record_signals, sleep_steps_sync, slow_steps
+from . import env, load, report, run, servers
+from .targets import (
+    ONE_CLIENT_IS_MANY,
+    POLL_INTERVAL,
+    ExitLog,
+    _record_signals,
+    sleep_steps_sync,
+    slow_steps,
+)
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
@@ -88,7 +97,7 @@ LABELS = {
     "subprocess-ignores-term": "subprocess ignoring SIGTERM (`trap '' TERM`)",
 }
 TOOL_SECONDS = 30.0  # how long each tool would run if nobody cancelled it
-THREAD_TOKENS = 1024  # anyio's worker-thread limit in the server (default 40)
+THREAD_TOKENS = 1024  # max_threads, and anyio's worker-thread limit, in the server (default 40)
 SETTLE = 0.5  # seconds between all calls running and the closes, and after each phase
 
 # the goals of issue 4 ("How it is shown to work"), in ms; subprocess: grace + 50 ms
@@ -96,6 +105,9 @@ GOAL_ASYNC_P99 = 2.0
 GOAL_THREAD_P99 = 12.0
 GOAL_PROCESS_OVER_GRACE = 50.0
 GOAL_MASS_P99 = 75.0
+# issue 18, with `--burst` calls in flight: within this many ms of the floor's own p99
+GOAL_BURST_ASYNC_OVER_FLOOR = 2.0
+GOAL_BURST_THREAD_OVER_FLOOR = 5.0
 
 
 @dataclass(frozen=True)
@@ -109,6 +121,7 @@ class Plan:
     modes: tuple[str, ...]
     kinds: tuple[str, ...]
     floor: bool  # also measure the bare-ASGI floor (async kind, bursts, mass)
+    stacks: tuple[str, ...] = (servers.DEFAULT,)  # the ASGI servers (`bench.servers`)
 
     @property
     def servers(self) -> tuple[str, ...]:
@@ -177,7 +190,12 @@ def build_app(log: ExitLog, mode: str, kill_grace: float) -> Any:
         anyio.to_thread.current_default_thread_limiter().total_tokens = THREAD_TOKENS
         yield
 
-    settings = McpSettings(response_mode=cast(ResponseMode, mode), process_kill_grace=kill_grace)
+    settings = McpSettings(
+        response_mode=cast(ResponseMode, mode),
+        process_kill_grace=kill_grace,
+        max_threads=THREAD_TOKENS,
+        **ONE_CLIENT_IS_MANY,
+    )
     middleware = McpMiddleware(Starlette(lifespan=lifespan), server=mcp, settings=settings)
     _record_signals(log)
     return middleware
@@ -232,23 +250,38 @@ def _poll_until(stop: threading.Event) -> None:
 _REQUEST_ID = re.compile(rb'"id":(\d+)')
 
 
-def trace_connections(app: ASGIApp, log: ExitLog) -> ASGIApp:
+def _uvicorn_protocol(stack: str) -> Any:
+    """uvicorn's protocol class on `stack` (None on the other servers: no split there)."""
+    if stack == "uvicorn-h11":
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+
+        return H11Protocol
+    if stack == "uvicorn-httptools":
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+        return HttpToolsProtocol
+    return None
+
+
+def trace_connections(app: ASGIApp, log: ExitLog, stack: str = servers.DEFAULT) -> ASGIApp:
     """Bench-only: also log "lost ID T" when uvicorn's `connection_lost` runs for a call's
     connection (the event loop has read the FIN), written off the path by `log.later`.
     With the "signal" lines this splits "noticed" into close -> connection lost (kernel,
-    VM, event loop) and connection lost -> signal (uvicorn's event, mcp_asgi's watcher)."""
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
+    VM, event loop) and connection lost -> signal (uvicorn's event, mcp_asgi's watcher).
+    Only on uvicorn (h11 or httptools): the other servers' rows have no split."""
+    protocol = _uvicorn_protocol(stack)
+    if protocol is None:
+        return app
     ids_by_port: dict[int, str] = {}
-    original = H11Protocol.connection_lost
+    original = protocol.connection_lost
 
-    def connection_lost(self: H11Protocol, exc: Exception | None) -> None:
+    def connection_lost(self: Any, exc: Exception | None) -> None:
         request_id = ids_by_port.pop(self.client[1], None) if self.client else None
         if request_id is not None:
             log.later("lost", request_id)
         original(self, exc)
 
-    H11Protocol.connection_lost = connection_lost  # type: ignore[method-assign]
+    protocol.connection_lost = connection_lost
 
     async def traced(asgi_scope: Scope, receive: Receive, send: Send) -> None:
         client = asgi_scope.get("client") if asgi_scope["type"] == "http" else None
@@ -271,43 +304,44 @@ def trace_connections(app: ASGIApp, log: ExitLog) -> ASGIApp:
     return traced
 
 
-def serve(mode: str, port: int, exits: str, kill_grace: float) -> None:
-    import uvicorn
+_ENV = "BENCH_CANCEL"  # mode, exits file, kill grace and server, for `from_env`
 
+
+def from_env() -> ASGIApp:
+    """The app factory the server is given (`serve` puts its arguments in the environment)."""
+    mode, exits, kill_grace, stack = json.loads(os.environ[_ENV])
     log = ExitLog(exits)
     app = floor_app(log) if mode == FLOOR else build_app(log, mode, kill_grace)
-    app = trace_connections(app, log)
-    uvicorn.run(  # as bench.targets runs every target
-        app,
-        host="127.0.0.1",
-        port=port,
-        workers=1,
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=1,
-        http="h11",  # the same stack in both venvs, whatever else is installed
-        loop="asyncio",
-    )
+    return trace_connections(app, log, stack)
+
+
+def serve(mode: str, port: int, exits: str, kill_grace: float, stack: str) -> None:
+    """Become `stack` serving this module's app (as `bench.targets` serves every target)."""
+    settings = json.dumps([mode, str(Path(exits).resolve()), kill_grace, stack])
+    servers.exec_server(stack, "bench.cancel_latency:from_env", port, {_ENV: settings})
 
 
 class CancelServer(run.Server):
     """`run.Server` (free port, exits file, SIGINT stop), started as this module's server."""
 
-    def __init__(self, mode: str, workdir: Path, kill_grace: float) -> None:
+    def __init__(self, mode: str, workdir: Path, kill_grace: float, stack: str) -> None:
         target = run.Target(f"cancel-{mode}", f"mcp_asgi {mode}", False, mode, frozenset())
-        super().__init__(target, workdir)
+        super().__init__(target, workdir, server=stack)
         self.mode = mode
         self.kill_grace = kill_grace
 
     def start(self) -> float:
         command = [str(self.target.python), "-m", "bench.cancel_latency", "--serve", self.mode]
         command += ["--port", str(self.port), "--exits", str(self.exits_path)]
-        command += ["--kill-grace", str(self.kill_grace)]
+        command += ["--kill-grace", str(self.kill_grace), "--server", self.server]
         started = time.monotonic()
         with open(self.log_path, "wb") as out:
             self.proc = subprocess.Popen(
-                command, cwd=env.ROOT, stdout=out, stderr=subprocess.STDOUT
+                command,
+                cwd=env.ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a group: a server's workers go with it
             )
         deadline = time.monotonic() + 60
         while True:  # as run.Server, but give up at once if the server process died
@@ -442,12 +476,19 @@ def burst(
 
 
 def measure_mode(
-    mode: str, plan: Plan, round_no: int, ids: itertools.count[int], workdir: Path
+    mode: str,
+    plan: Plan,
+    round_no: int,
+    ids: itertools.count[int],
+    workdir: Path,
+    stack: str = servers.DEFAULT,
 ) -> dict[str, Any]:
-    """One server in `mode`: every kind at concurrency 1 and `plan.burst`, then the mass
-    cancel; kinds in an order that rotates with the round (the floor: async only)."""
-    server = CancelServer(mode, workdir, plan.kill_grace)
-    record: dict[str, Any] = {"mode": mode, "round": round_no, "loadavg_before": env.loadavg()}
+    """One server (`stack`) in `mode`: every kind at concurrency 1 and `plan.burst`, then
+    the mass cancel; kinds in an order that rotates with the round (the floor: async and
+    thread only)."""
+    server = CancelServer(mode, workdir, plan.kill_grace, stack)
+    record: dict[str, Any] = {"mode": mode, "server": stack, "round": round_no}
+    record["loadavg_before"] = env.loadavg()
     kinds = tuple(k for k in plan.kinds if mode != FLOOR or k in FLOOR_KINDS)
     shift = round_no % max(1, len(kinds))
     kinds = kinds[shift:] + kinds[:shift]
@@ -465,7 +506,7 @@ def measure_mode(
             one["children_left"] = settle(server.pid)
             split(one, exits, drawn)
             record[f"{kind}@1"] = one
-            env.log(f"  {mode} {kind:24s} c=1   {run.fmt_latency(one)}")
+            env.log(f"  {stack} {mode} {kind:24s} c=1   {run.fmt_latency(one)}")
             if plan.burst:
                 request_ids = [next(ids) for _ in range(plan.burst)]
                 many = burst(
@@ -474,7 +515,7 @@ def measure_mode(
                 many["children_left"] = settle(server.pid)
                 split(many, exits, request_ids)
                 record[f"{kind}@{plan.burst}"] = many
-                env.log(f"  {mode} {kind:24s} c={plan.burst} {run.fmt_latency(many)}")
+                env.log(f"  {stack} {mode} {kind:24s} c={plan.burst} {run.fmt_latency(many)}")
         if plan.mass:
             request_ids = [next(ids) for _ in range(plan.mass)]
             mass = load.mass_cancel(
@@ -483,7 +524,7 @@ def measure_mode(
             time.sleep(SETTLE)
             split(mass, exits, request_ids)
             record[f"mass@{plan.mass}"] = mass
-            env.log(f"  {mode} mass cancel of {plan.mass}: {run.fmt_latency(mass)}")
+            env.log(f"  {stack} {mode} mass cancel of {plan.mass}: {run.fmt_latency(mass)}")
     return record
 
 
@@ -510,12 +551,19 @@ def aggregate(records: list[dict[str, Any]], plan: Plan) -> list[dict[str, Any]]
     cells = [(kind, 1) for kind in plan.kinds]
     cells += [(kind, plan.burst) for kind in plan.kinds if plan.burst]
     cells += [("mass", plan.mass)] if plan.mass else []
-    for kind, concurrency in cells:
-        for mode in plan.servers:
-            key = f"{kind}@{concurrency}"
-            runs = [r[key] for r in records if r["mode"] == mode and key in r]
-            if not runs:
-                continue
+    for stack, kind, concurrency, mode in (
+        (stack, kind, concurrency, mode)
+        for stack in plan.stacks
+        for kind, concurrency in cells
+        for mode in plan.servers
+    ):
+        key = f"{kind}@{concurrency}"
+        runs = [
+            r[key]
+            for r in records
+            if r["mode"] == mode and r.get("server", servers.DEFAULT) == stack and key in r
+        ]
+        if runs:
             pooled = report.pool(runs)
             noticed, unwound = pooled.pop("noticed_ms"), pooled.pop("unwound_ms")
             pooled.pop("latencies_ms")
@@ -530,6 +578,7 @@ def aggregate(records: list[dict[str, Any]], plan: Plan) -> list[dict[str, Any]]
             }
             rows.append(
                 {
+                    "server": stack,
                     "kind": kind,
                     "mode": mode,
                     "concurrency": concurrency,
@@ -551,15 +600,40 @@ def aggregate(records: list[dict[str, Any]], plan: Plan) -> list[dict[str, Any]]
                     else bool(p99 <= goal and not pooled["never"]),
                 }
             )
+    relative_goals(rows, plan)
     return rows
+
+
+def relative_goals(rows: list[dict[str, Any]], plan: Plan) -> None:
+    """Issue 18's goals for a burst, against the floor on the same server in the same run:
+    async within `GOAL_BURST_ASYNC_OVER_FLOOR` ms of the bare app's own p99, threads within
+    `GOAL_BURST_THREAD_OVER_FLOOR` ms of the floor carrying the same thread load."""
+    floors = {
+        (r["server"], r["kind"]): r["p99_ms"]
+        for r in rows
+        if r["mode"] == FLOOR and r["concurrency"] == plan.burst
+    }
+    for row in rows:
+        if row["mode"] == FLOOR or row["concurrency"] != plan.burst or row["kind"] == "mass":
+            continue
+        if row["kind"] == "async":
+            floor, over = floors.get((row["server"], "async")), GOAL_BURST_ASYNC_OVER_FLOOR
+        elif row["kind"].startswith("thread"):
+            floor, over = floors.get((row["server"], "thread")), GOAL_BURST_THREAD_OVER_FLOOR
+        else:
+            continue
+        goal = None if floor is None else floor + over
+        row["goal_p99_ms"] = None if goal is None else round(goal, 2)
+        p99 = row["p99_ms"]
+        row["goal_met"] = None if goal is None or p99 is None else p99 <= goal and not row["never"]
 
 
 def table(rows: list[dict[str, Any]], plan: Plan) -> str:
     fmt = report.fmt
     lines = [
-        "| tool kind | mode | in flight | n | p50 ms | p99 ms | max ms "
+        "| server | tool kind | mode | in flight | n | p50 ms | p99 ms | max ms "
         "| close → conn. lost | lost → signal | signal → exit | goal (p99) | met? |",
-        "|---|---|---:|---:|---:|---:|---:|---|---|---|---|---|",
+        "|---|---|---|---:|---:|---:|---:|---:|---|---|---|---|---|",
     ]
     for row in rows:
         kind = row["kind"]
@@ -572,7 +646,8 @@ def table(rows: list[dict[str, Any]], plan: Plan) -> str:
         never = f" ({row['never']} never)" if row["never"] else ""
         met = {None: report.DASH, True: "yes", False: "**no**"}[row["goal_met"]]
         lines.append(
-            f"| {label} | {row['mode']} | {row['concurrency']} | {row['cancelled']}{never} "
+            f"| {servers.LABELS[row.get('server', servers.DEFAULT)]} | {label} | {row['mode']} "
+            f"| {row['concurrency']} | {row['cancelled']}{never} "
             f"| {fmt(row['p50_ms'])} | {fmt(row['p99_ms'])} | {fmt(row['max_ms'])} "
             f"| {fmt(row['kernel_p50_ms'])} / {fmt(row['kernel_p99_ms'])} "
             f"| {fmt(row['uvicorn_p50_ms'])} / {fmt(row['uvicorn_p99_ms'])} "
@@ -599,7 +674,12 @@ def summary_text(meta: dict[str, Any], rows: list[dict[str, Any]], plan: Plan) -
         "loop); lost → signal = until mcp_asgi's request scope is cancelled (uvicorn's "
         "disconnect event, the watcher task; for the floor: until its `receive()` returned "
         "`http.disconnect`); signal → exit = the handler unwinding (threads: the token poll; "
-        "subprocesses: SIGTERM until the group is gone, or the kill grace and SIGKILL).",
+        "subprocesses: SIGTERM until the group is gone, or the kill grace and SIGKILL). "
+        "The split needs uvicorn (its `connection_lost`): on the other servers only the "
+        "signal → exit part is there. Goals with "
+        f"{plan.burst} in flight: async within {GOAL_BURST_ASYNC_OVER_FLOOR:g} ms of the "
+        f"floor's own p99 on the same server, threads within {GOAL_BURST_THREAD_OVER_FLOOR:g} "
+        "ms of the floor carrying the same thread load (issue 18).",
         "",
     ]
     return "\n".join(head) + "\n" + table(rows, plan)
@@ -629,12 +709,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modes", default=",".join(MODES), help="json,sse")
     parser.add_argument("--kinds", default=",".join(KINDS), help=",".join(KINDS))
     parser.add_argument("--no-floor", action="store_true", help="skip the bare-ASGI floor")
+    parser.add_argument(
+        "--servers", default=servers.DEFAULT, help="ASGI servers, comma-separated, or all"
+    )
+    parser.add_argument("--server", default=servers.DEFAULT, help=argparse.SUPPRESS)
     parser.add_argument("--serve", choices=(*MODES, FLOOR), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--exits", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
-        serve(args.serve, args.port, args.exits, args.kill_grace)
+        serve(args.serve, args.port, args.exits, args.kill_grace, args.server)
         return
 
     modes = tuple(args.modes.split(","))
@@ -652,6 +736,7 @@ def main(argv: list[str] | None = None) -> None:
         modes=modes,
         kinds=kinds,
         floor=not args.no_floor,
+        stacks=servers.parse(args.servers),
     )
     raise_fd_limit()
     # `load.cancel_samples` and `load.mass_cancel` connect through `load._connect`: let them
@@ -680,10 +765,14 @@ def main(argv: list[str] | None = None) -> None:
     ids = itertools.count(1000)
     with tempfile.TemporaryDirectory(prefix="mcp-asgi-cancel-") as tmp:
         for round_no in range(plan.rounds):
+            shift = round_no % len(plan.stacks)
+            stacks = plan.stacks[shift:] + plan.stacks[:shift]
             order = list(plan.servers[::-1] if round_no % 2 else plan.servers)
-            env.log(f"round {round_no + 1}/{plan.rounds}: {', '.join(order)}")
-            for mode in order:
-                records.append(measure_mode(mode, plan, round_no, ids, Path(tmp)))
+            for stack in stacks:  # the floor on the same server, in the same round
+                env.log(f"round {round_no + 1}/{plan.rounds} on {stack}: {', '.join(order)}")
+                for mode in order:
+                    record = measure_mode(mode, plan, round_no, ids, Path(tmp), stack)
+                    records.append(record)
     meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     meta["wall_s"] = round(time.monotonic() - started, 1)
     meta["machine"]["loadavg_end"] = env.loadavg()

@@ -25,8 +25,8 @@ PEERS_VENV = ROOT / "bench" / ".venv-peers"
 PEERS_PYTHON = PEERS_VENV / "bin" / "python"
 PROJECT_PYTHON = Path(sys.executable)
 
-# FastMCP unpinned on purpose ("latest"); the official SDK comes with it. uvicorn is pinned
-# to the project's own version so every target runs on the same server.
+# FastMCP unpinned on purpose ("latest"); the official SDK comes with it. The servers are
+# pinned to the project's own versions so every target runs on the same server.
 PEER_PACKAGES = ["fastmcp", "mcp>=2.3,<3", "matplotlib", "py-spy", "pyinstrument"]
 # what every target runs on, in both venvs: the versions reported beside each result
 _STACK_DISTS = [
@@ -54,16 +54,23 @@ def log(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
 
 
-def _uvicorn_pin() -> str:
-    try:
-        return f"uvicorn=={importlib.metadata.version('uvicorn')}"
-    except importlib.metadata.PackageNotFoundError:
-        return "uvicorn"
+# the servers of the server dimension (`bench.servers`), at the project's own versions
+SERVER_DISTS = ["uvicorn", "httptools", "uvloop", "hypercorn", "granian"]
+
+
+def _server_pins() -> list[str]:
+    pins = []
+    for dist in SERVER_DISTS:
+        try:
+            pins.append(f"{dist}=={importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            pins.append(dist)
+    return pins
 
 
 def ensure_peers(*, upgrade: bool = False) -> None:
     """Create `bench/.venv-peers` and install the peers into it (once, or on `upgrade`)."""
-    requirements = [*PEER_PACKAGES, _uvicorn_pin()]
+    requirements = [*PEER_PACKAGES, *_server_pins()]
     stamp = PEERS_VENV / ".bench-stamp"
     digest = hashlib.sha256("\n".join(requirements).encode()).hexdigest()
     if not upgrade and stamp.exists() and stamp.read_text() == digest and PEERS_PYTHON.exists():

@@ -77,21 +77,22 @@ def tool_call(tool: str, arguments: dict[str, Any], request_id: int, port: int, 
     return f"POST /mcp HTTP/1.1\r\n{lines}\r\n".encode() + payload
 
 
-def echo_response(port: int, request_id: int = 1) -> tuple[int, str, bytes]:
+def echo_response(port: int, request_id: int = 1, tool: str = "echo") -> tuple[int, str, bytes]:
     """One echo call: status, content type and body (to check a target before loading it)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
-        payload = body("tools/call", {"name": "echo", "arguments": {"text": ECHO_TEXT}}, request_id)
-        conn.request("POST", "/mcp", payload, headers("tools/call", "echo", port))
+        payload = body("tools/call", {"name": tool, "arguments": {"text": ECHO_TEXT}}, request_id)
+        conn.request("POST", "/mcp", payload, headers("tools/call", tool, port))
         response = conn.getresponse()
         return response.status, response.getheader("content-type") or "", response.read()
     finally:
         conn.close()
 
 
-def check_echo(port: int) -> str:
-    """Raise unless the target answers echo correctly; returns the response content type."""
-    status, content_type, data = echo_response(port)
+def check_echo(port: int, tool: str = "echo") -> str:
+    """Raise unless the target answers `tool` (an echo) correctly; returns the response
+    content type."""
+    status, content_type, data = echo_response(port, tool=tool)
     if status != 200 or ECHO_TEXT.encode() not in data or b'"result"' not in data:
         raise RuntimeError(f"echo check failed: {status} {content_type} {data[:300]!r}")
     return content_type.split(";")[0]
@@ -165,18 +166,21 @@ def wrk_version() -> str:
     return first[0] if first else "unknown"
 
 
-def wrk_script(port: int) -> str:
-    payload = body("tools/call", {"name": "echo", "arguments": {"text": ECHO_TEXT}}, 1).decode()
-    head = headers("tools/call", "echo", port)
+def wrk_script(port: int, tool: str = "echo") -> str:
+    payload = body("tools/call", {"name": tool, "arguments": {"text": ECHO_TEXT}}, 1).decode()
+    head = headers("tools/call", tool, port)
     head.pop("Host")
     lines = "\n".join(f'wrk.headers["{k}"] = "{v}"' for k, v in head.items())
     return _LUA.format(body=payload, headers=lines)
 
 
-def run_wrk(port: int, seconds: float, connections: int = CONCURRENCY) -> dict[str, Any]:
-    """Load echo for `seconds` with `wrk -t1 -c{connections}`; requests/s and latencies."""
+def run_wrk(
+    port: int, seconds: float, connections: int = CONCURRENCY, tool: str = "echo"
+) -> dict[str, Any]:
+    """Load `tool` (an echo) for `seconds` with `wrk -t1 -c{connections}`; requests/s and
+    latencies."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-        script.write(wrk_script(port))
+        script.write(wrk_script(port, tool))
     try:
         command = [
             "wrk",
@@ -231,8 +235,10 @@ async def _read_response(reader: asyncio.StreamReader) -> int:
     return status
 
 
-async def _python_load(port: int, seconds: float, connections: int) -> dict[str, Any]:
-    request = tool_call("echo", {"text": ECHO_TEXT}, 1, port)
+async def _python_load(
+    port: int, seconds: float, connections: int, tool: str = "echo"
+) -> dict[str, Any]:
+    request = tool_call(tool, {"text": ECHO_TEXT}, 1, port)
     latencies: list[float] = []
     errors = 0
     stop_at = time.monotonic() + seconds
@@ -267,10 +273,12 @@ async def _python_load(port: int, seconds: float, connections: int) -> dict[str,
     }
 
 
-def run_python_load(port: int, seconds: float, connections: int = CONCURRENCY) -> dict[str, Any]:
+def run_python_load(
+    port: int, seconds: float, connections: int = CONCURRENCY, tool: str = "echo"
+) -> dict[str, Any]:
     """Fallback load generator (asyncio, keep-alive); far weaker than wrk, and it shares
     the two cores with the server, so its figures are a lower bound."""
-    return asyncio.run(_python_load(port, seconds, connections))
+    return asyncio.run(_python_load(port, seconds, connections, tool))
 
 
 # -- exit times ----------------------------------------------------------------------------

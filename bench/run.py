@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import env, load
+from . import env, load, servers
 
 RESULTS = env.ROOT / "bench" / "results"
 
@@ -86,11 +86,18 @@ def free_port() -> int:
 
 
 class Server:
-    """One target's uvicorn process."""
+    """One target's server process (uvicorn h11 unless `server` names another)."""
 
-    def __init__(self, target: Target, workdir: Path, cprofile: Path | None = None) -> None:
+    def __init__(
+        self,
+        target: Target,
+        workdir: Path,
+        cprofile: Path | None = None,
+        server: str = servers.DEFAULT,
+    ) -> None:
         self.target = target
         self.cprofile = cprofile
+        self.server = server
         self.port = free_port()
         self.exits_path = workdir / f"{target.name}-{self.port}.exits"
         self.exits_path.touch()
@@ -107,13 +114,19 @@ class Server:
             str(self.port),
             "--exits",
             str(self.exits_path),
+            "--server",
+            self.server,
         ]
         if self.cprofile is not None:
             command += ["--cprofile", str(self.cprofile)]
         started = time.monotonic()
         with open(self.log_path, "wb") as out:
             self.proc = subprocess.Popen(
-                command, cwd=env.ROOT, stdout=out, stderr=subprocess.STDOUT
+                command,
+                cwd=env.ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a group: a server's workers go with it
             )
         try:
             load.wait_until_up(self.port, time.monotonic() + 60)
@@ -136,7 +149,8 @@ class Server:
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
 
 

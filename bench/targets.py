@@ -1,12 +1,15 @@
 """The benchmark servers: one per target, each serving the same three tools.
 
-Run as ``python -m bench.targets NAME --port PORT --exits FILE`` by `bench.run`, with the
-interpreter of the venv the target lives in (the project's `.venv` for mcp_asgi and the
-Starlette floor, `bench/.venv-peers` for the official SDK and FastMCP).
+Run as ``python -m bench.targets NAME --port PORT --exits FILE [--server SERVER]`` by
+`bench.run`, with the interpreter of the venv the target lives in (the project's `.venv`
+for mcp_asgi and the Starlette floor, `bench/.venv-peers` for the official SDK and
+FastMCP). That process becomes the server (`bench.servers`: uvicorn h11 by default), which
+builds the app with `from_env()`.
 
 The tools:
 
-* ``echo(text)`` returns `text`;
+* ``echo(text)`` returns `text`; ``echo_sync(text)`` the same from a plain `def` (a worker
+  thread: the cost of the thread hop);
 * ``slow(seconds)`` (async) reports progress once a second and sleeps;
 * ``slow_sync(seconds)`` (a plain `def`, run in a worker thread) sleeps in 10 ms steps and,
   where the framework gives it a cancel token (mcp_asgi only), polls it between steps.
@@ -23,9 +26,13 @@ import os
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 POLL_INTERVAL = 0.01  # how often a thread tool looks at its cancel token
+# The load comes from one address, standing for many clients: mcp_asgi's per-client rate
+# and in-flight limits (429 beyond 100 req/s by default) are turned off in every target.
+ONE_CLIENT_IS_MANY: dict[str, Any] = {"rate_limit": None, "max_requests_per_client": None}
 
 
 class ExitLog:
@@ -137,6 +144,11 @@ def mcp_asgi_app(log: ExitLog, variant: str) -> Any:
         return text
 
     @mcp.tool()
+    def echo_sync(text: str) -> str:
+        """Return the text, from a worker thread."""
+        return text
+
+    @mcp.tool()
     async def slow(seconds: float, ctx: Context) -> str:
         """Sleep, reporting progress once a second."""
 
@@ -150,7 +162,8 @@ def mcp_asgi_app(log: ExitLog, variant: str) -> Any:
         """Sleep in a worker thread, polling the cancel token every 10 ms."""
         return sleep_steps_sync(log, ctx.request_id, seconds, ctx.cancel_token)
 
-    settings = McpSettings(response_mode="json") if variant == "json" else McpSettings()
+    mode: Any = "json" if variant == "json" else "auto"
+    settings = McpSettings(response_mode=mode, **ONE_CLIENT_IS_MANY)
     kwargs: dict[str, Any] = {}
     if variant == "otel":
         kwargs.update(_otel_sdk_providers())
@@ -222,6 +235,11 @@ def sdk_app(log: ExitLog, json_response: bool) -> Any:
         return text
 
     @mcp.tool()
+    def echo_sync(text: str) -> str:
+        """Return the text, from a worker thread."""
+        return text
+
+    @mcp.tool()
     async def slow(seconds: float, ctx: Context) -> str:
         """Sleep, reporting progress once a second."""
         return await slow_steps(log, ctx.request_id, seconds, ctx.report_progress)
@@ -246,6 +264,10 @@ def fastmcp_app(log: ExitLog, json_response: bool) -> Any:
         """Return the text."""
         return text
 
+    def echo_sync(text: str) -> str:
+        """Return the text, from a worker thread."""
+        return text
+
     async def slow(seconds: float, ctx: Context) -> str:
         """Sleep, reporting progress once a second."""
         return await slow_steps(log, ctx.request_id, seconds, ctx.report_progress)
@@ -254,7 +276,12 @@ def fastmcp_app(log: ExitLog, json_response: bool) -> Any:
         """Sleep in a worker thread; FastMCP gives thread code nothing to poll."""
         return sleep_steps_sync(log, ctx.request_id, seconds)
 
-    for tool in (echo, slow, slow_sync):  # decorator syntax would hide the types from mypy
+    for tool in (
+        echo,
+        echo_sync,
+        slow,
+        slow_sync,
+    ):  # decorator syntax would hide the types from mypy
         mcp.tool(tool)
     return mcp.http_app(path="/mcp", stateless_http=True, json_response=json_response)
 
@@ -320,31 +347,31 @@ def _profile_on_signals(path: str) -> None:
     signal.signal(signal.SIGUSR2, stop)
 
 
+TARGET_ENV, EXITS_ENV, CPROFILE_ENV = "BENCH_TARGET", "BENCH_EXITS", "BENCH_CPROFILE"
+
+
+def from_env() -> Any:
+    """The app factory every server is given: the target named in `BENCH_TARGET`, logging
+    to `BENCH_EXITS` (and cProfile on SIGUSR1/SIGUSR2 into `BENCH_CPROFILE`, if set)."""
+    if os.environ.get(CPROFILE_ENV):
+        _profile_on_signals(os.environ[CPROFILE_ENV])
+    return BUILDERS[os.environ[TARGET_ENV]](ExitLog(os.environ[EXITS_ENV]))
+
+
 def main() -> None:
+    from .servers import COMMANDS, DEFAULT, exec_server
+
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("target", choices=sorted(BUILDERS))
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--exits", required=True, help="file the tools append exit times to")
     parser.add_argument("--cprofile", help="SIGUSR1 starts cProfile, SIGUSR2 dumps it here")
+    parser.add_argument("--server", choices=sorted(COMMANDS), default=DEFAULT)
     args = parser.parse_args()
+    environ = {TARGET_ENV: args.target, EXITS_ENV: str(Path(args.exits).resolve())}
     if args.cprofile:
-        _profile_on_signals(args.cprofile)
-
-    import uvicorn
-
-    app = BUILDERS[args.target](ExitLog(args.exits))
-    uvicorn.run(
-        app,
-        host="127.0.0.1",
-        port=args.port,
-        workers=1,
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=1,
-        http="h11",  # the same stack in both venvs, whatever else is installed
-        loop="asyncio",
-    )
+        environ[CPROFILE_ENV] = str(Path(args.cprofile).resolve())
+    exec_server(args.server, "bench.targets:from_env", args.port, environ)
 
 
 if __name__ == "__main__":
