@@ -15,6 +15,7 @@ server when the app starts (or at its first request, without a lifespan).
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Protocol
 
 from opentelemetry import metrics, trace
@@ -154,7 +155,8 @@ class McpMiddleware:
             await self._serve_guarded(asgi_scope, receive, send)
         elif asgi_scope["type"] == "lifespan":
             self._attach_bus()
-            async with self.server.running():  # the bus's background work lives here
+            # the bus's background work, and the 2025-era sessions' replicas, live here
+            async with self.server.running(), self._replicas():
                 await self._serve_lifespan(asgi_scope, receive, send)
         elif (
             self._metadata is not None
@@ -164,6 +166,10 @@ class McpMiddleware:
             await self._metadata.serve(asgi_scope, send)  # Protected Resource Metadata
         else:
             await self.app(asgi_scope, receive, send)
+
+    def _replicas(self) -> AbstractAsyncContextManager[None]:
+        """2025-era sessions hear the other replicas (cancels, session ends) meanwhile."""
+        return self._legacy.running() if self._legacy is not None else nullcontext()
 
     def _attach_bus(self) -> None:
         if self._bus is not None:

@@ -517,9 +517,10 @@ class RedisServer:
 
 
 class Worker:
-    """`uvicorn tests.redis_app:app` in its own process, sharing the bus through Redis."""
+    """`uvicorn tests.redis_app:app` (or `app`) in its own process, sharing the bus and
+    store through Redis."""
 
-    def __init__(self, redis_url: str, channel: str) -> None:
+    def __init__(self, redis_url: str, channel: str, app: str = "tests.redis_app:app") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, MCP_BUS_URL=redis_url, MCP_BUS_CHANNEL=channel)
@@ -528,7 +529,7 @@ class Worker:
                 sys.executable,
                 "-m",
                 "uvicorn",
-                "tests.redis_app:app",
+                app,
                 "--host",
                 "127.0.0.1",
                 "--port",

@@ -18,7 +18,7 @@ run requests the same way.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Protocol
 
 import anyio
@@ -36,6 +36,7 @@ from mcp_asgi.legacy.outbound import Outbound, Replies
 from mcp_asgi.legacy.resumable import EventLog, LogSettings, ResumableWriter
 from mcp_asgi.legacy.resume import serve_resumed
 from mcp_asgi.legacy.sessions import LegacySession, Release, SessionBounds, SessionStore
+from mcp_asgi.legacy.shared import SharedSessions
 from mcp_asgi.legacy.stream import serve_stream
 from mcp_asgi.lifecycle.scope import RequestScope
 from mcp_asgi.limits import ClientLimits, client_key
@@ -113,6 +114,7 @@ class LegacyEndpoint:
         self._disconnect_cancels = settings.legacy_disconnect_cancels
         self._store = store if store is not None else MemoryStore()
         self._replies = Replies(self._store)
+        self.shared = SharedSessions(self._store, self.sessions)
         self._log_settings = LogSettings(
             max_events=settings.legacy_resume_events,
             ttl=settings.legacy_resume_ttl,
@@ -138,11 +140,12 @@ class LegacyEndpoint:
         if message.method == "initialize":
             await self._initialize(asgi_scope, receive, send, message, mode, body, arrived)
             return
-        session = self._session(asgi_scope, message.id)
+        session = await self._session(asgi_scope, message.id)
         if message.id is None:
-            self._notified(session, message)
+            await self._notified(session, message)
             await send_empty(send, 202)
             return
+        await self.shared.touch(session)
         self.sessions.prove(session)  # a request: the session is in real use
         method, params = message.method, message.params
         if not _methods.serves(self.server, method):
@@ -182,15 +185,16 @@ class LegacyEndpoint:
     async def serve_reply(self, asgi_scope: Scope, send: Send, reply: IncomingReply) -> None:
         """A POSTed answer to one of the server's requests: handed to the handler that
         waits for it (on this replica or another), then `202 Accepted`."""
-        session = self._session(asgi_scope, reply.id)
+        session = await self._session(asgi_scope, reply.id)
         await self._replies.deliver(session.id, reply)
         await send_empty(send, 202)
 
     async def serve_session(self, asgi_scope: Scope, receive: Receive, send: Send) -> None:
         """GET (the session's notification stream) or DELETE (end the session)."""
-        session = self._session(asgi_scope, None)
+        session = await self._session(asgi_scope, None)
         if asgi_scope["method"] == "DELETE":
             self.sessions.close(session)
+            await self.shared.close(session)  # on every replica
             await send_empty(send, 204)
             return
         if header(asgi_scope, b"accept") is not None and negotiate(asgi_scope, "sse") != "sse":
@@ -224,6 +228,11 @@ class LegacyEndpoint:
             )
         finally:
             held.release()
+
+    def running(self) -> AbstractAsyncContextManager[None]:
+        """Hear the other replicas' cancels and session ends (with a shared store), for as
+        long as the app runs (its lifespan)."""
+        return self.shared.running()
 
     def close_all(self) -> None:
         """End every session (shutdown)."""
@@ -291,6 +300,8 @@ class LegacyEndpoint:
         )
         if request_scope.result is None:  # failed or cancelled: no session was opened
             self.sessions.close(session)
+        else:
+            await self.shared.created(session)  # other replicas can adopt it
 
     async def _run(
         self,
@@ -362,7 +373,7 @@ class LegacyEndpoint:
             )
         return found
 
-    def _session(self, asgi_scope: Scope, request_id: RequestId | None) -> LegacySession:
+    async def _session(self, asgi_scope: Scope, request_id: RequestId | None) -> LegacySession:
         session_id = header(asgi_scope, b"mcp-session-id")
         if session_id is None:
             raise ProtocolError(
@@ -371,7 +382,10 @@ class LegacyEndpoint:
                 "Bad Request: Mcp-Session-Id header is required (send initialize first)",
                 request_id=request_id,
             )
-        session = self.sessions.get(session_id.strip(" \t"), principal_key(asgi_scope))
+        session_id, principal = session_id.strip(" \t"), principal_key(asgi_scope)
+        session = self.sessions.get(session_id, principal)
+        if session is None:  # opened on another replica?
+            session = await self.shared.adopt(session_id, principal)
         if session is None:
             raise ProtocolError(
                 404,
@@ -390,11 +404,12 @@ class LegacyEndpoint:
             )
         return session
 
-    def _notified(self, session: LegacySession, message: IncomingMessage) -> None:
+    async def _notified(self, session: LegacySession, message: IncomingMessage) -> None:
         if message.method == "notifications/cancelled":
             request_id = message.params.get("requestId")
             if not session.cancel(request_id):
-                logger.debug("cancel ignored: no such request in flight on this session")
+                logger.debug("cancel not for a request in flight here: told the replicas")
+                await self.shared.cancel(session, request_id)
 
 
 def _request(message: IncomingMessage, session: LegacySession) -> McpRequest:

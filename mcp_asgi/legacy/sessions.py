@@ -16,8 +16,9 @@ Bounds, so that no client can hold memory or lock others out:
 shutdown) cancels its requests still in flight with `session_closed` and ends its GET
 stream; its id is then unknown, which clients are told with 404.
 
-Sessions live in one process: behind several replicas, 2025-era clients need sticky routing
-(on `Mcp-Session-Id`). 2026-07-28 clients need none.
+Sessions live in one process; with a shared store (Redis) other replicas adopt them from
+their records (legacy.shared), without one 2025-era clients need sticky routing (on
+`Mcp-Session-Id`). 2026-07-28 clients need none.
 """
 
 from __future__ import annotations
@@ -216,10 +217,12 @@ class SessionStore:
         principal: str | None = None,
         info_bytes: int = 0,
         hold: Hold | None = None,
+        session_id: str | None = None,
     ) -> LegacySession | None:
         """Open a session with a fresh id, bound to `principal`; None when `max_sessions`
         are held and none of them is fresh. `hold` (the client's count of sessions) is
-        given back when the session ends, or at once when it is refused."""
+        given back when the session ends, or at once when it is refused. `session_id`:
+        the id of a session another replica opened (adopted from the shared store)."""
         self._sweep()
         if len(self._sessions) >= self.max_sessions:
             if not self._fresh:  # O(1): no scan of the table
@@ -239,7 +242,7 @@ class SessionStore:
             logger.debug("fresh session evicted: %d sessions held", len(self._sessions))
             self.close(oldest)
         session = LegacySession(
-            secrets.token_urlsafe(32),  # URL-safe base64: visible ASCII only
+            session_id or secrets.token_urlsafe(32),  # URL-safe base64: visible ASCII only
             protocol_version=protocol_version,
             capabilities=capabilities,
             client_info=client_info,

@@ -1,0 +1,159 @@
+"""2025-era sessions across replicas, through a shared store (Redis, with `bus_url`).
+
+::
+
+    replica A: initialize ─► session:<id> = {version, capabilities, clientInfo, principal}
+                             (TTL session_ttl, refreshed as the session is used)
+    replica B: a request naming <id> ─► not known here ─► the record ─► adopted
+    replica B: notifications/cancelled, DELETE ─► sessions:control ─► every replica
+               cancels the request / ends the session where it runs
+
+A replica that does not know a session and finds no record answers 404 (the client
+initializes again). Without a shared store (memory) nothing here runs: sessions live in
+their process. Ending a session here (DELETE) removes its record; a session that expires
+or is shut down on one replica is only forgotten there (its record lives on, for the
+others, until its TTL). What a session does after `initialize` (its log level, its
+subscriptions) stays with the replica that was told.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+import anyio
+
+from mcp_asgi._loggers import sessions_logger as logger
+from mcp_asgi.legacy.sessions import LegacySession, SessionStore
+from mcp_asgi.protocol.jsonrpc import is_request_id
+from mcp_asgi.store import StateStore
+
+CONTROL: Final = "sessions:control"
+
+
+class SharedSessions:
+    """The records of a store's 2025-era sessions and the control channel between replicas."""
+
+    def __init__(self, store: StateStore, sessions: SessionStore) -> None:
+        self._store = store
+        self._sessions = sessions
+        self._touched: dict[str, float] = {}
+
+    @property
+    def active(self) -> bool:
+        """Whether other replicas share the store (otherwise nothing is written)."""
+        return self._store.shared
+
+    async def created(self, session: LegacySession) -> None:
+        """Record a session `initialize` opened here."""
+        if not self.active:
+            return
+        record = {
+            "version": session.protocol_version,
+            "capabilities": session.capabilities,
+            "clientInfo": session.client_info,
+            "principal": session.principal,
+        }
+        await self._store.set(_key(session.id), json.dumps(record).encode(), ttl=self._ttl)
+        self._touched[session.id] = anyio.current_time()
+
+    async def touch(self, session: LegacySession) -> None:
+        """The session is in use: refresh its record's time to live (at most every quarter
+        of it, per replica)."""
+        if not self.active:
+            return
+        now = anyio.current_time()
+        if now - self._touched.get(session.id, -math.inf) < self._ttl / 4:
+            return
+        self._touched[session.id] = now
+        data = await self._store.get(_key(session.id))
+        if data is not None:
+            await self._store.set(_key(session.id), data, ttl=self._ttl)
+
+    async def adopt(self, session_id: str, principal: str | None) -> LegacySession | None:
+        """A session another replica opened, from its record; None when there is none."""
+        if not self.active or len(session_id) > 128:
+            return None
+        data = await self._store.get(_key(session_id))
+        if data is None:
+            return None
+        record = json.loads(data)
+        found = self._sessions.get(session_id, principal)  # adopted meanwhile
+        if found is None:
+            found = self._sessions.create(
+                protocol_version=record["version"],
+                capabilities=record.get("capabilities") or {},
+                client_info=record.get("clientInfo"),
+                principal=record.get("principal"),
+                session_id=session_id,
+            )
+            if found is None:
+                return None  # this replica is full: 503 is not ours to give, 404 is safe
+            self._sessions.prove(found)
+            found = self._sessions.get(session_id, principal)  # its principal's only
+            logger.debug("session adopted from the shared store")
+        return found
+
+    async def cancel(self, session: LegacySession, request_id: object) -> None:
+        """Cancel a request of the session on whichever replica runs it."""
+        if self.active and is_request_id(request_id):
+            await self._publish("cancel", session, request=request_id)
+
+    async def close(self, session: LegacySession) -> None:
+        """End the session everywhere: its record goes, every replica ends it."""
+        self._touched.pop(session.id, None)
+        if self.active:
+            await self._store.delete(_key(session.id))
+            await self._publish("close", session)
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Listen to the other replicas' cancels and session ends while open (the app's
+        lifespan)."""
+        if not self.active:
+            yield
+            return
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._listen)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _listen(self) -> None:
+        while True:
+            try:
+                async with self._store.subscribe(CONTROL) as messages:
+                    async for data in messages:
+                        self._act(data)
+            except Exception as error:  # the store is down: try again shortly
+                logger.warning("session control channel lost: %s", type(error).__name__)
+                await anyio.sleep(1.0)
+
+    def _act(self, data: bytes) -> None:
+        try:
+            message: dict[str, Any] = json.loads(data)
+            session = self._sessions.get(message["session"], message.get("principal"))
+        except (ValueError, KeyError, TypeError):
+            return
+        if session is None:
+            return  # not here
+        if message.get("op") == "cancel":
+            session.cancel(message.get("request"))
+        elif message.get("op") == "close":
+            self._sessions.close(session)
+
+    async def _publish(self, op: str, session: LegacySession, **fields: Any) -> None:
+        message = {"op": op, "session": session.id, "principal": session.principal, **fields}
+        await self._store.publish(CONTROL, json.dumps(message).encode())
+
+    @property
+    def _ttl(self) -> float:
+        return self._sessions.ttl
+
+
+def _key(session_id: str) -> str:
+    return f"session:{session_id}"

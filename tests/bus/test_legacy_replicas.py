@@ -1,0 +1,137 @@
+"""2025-era sessions across replicas: two uvicorn workers sharing a real redis-server
+(tests/replica_app.py). A session opened on A is served by B; a cancel, a DELETE and an
+elicitation answer POSTed to B reach the request running on A; a stream A closed early is
+resumed on B. Without a record, B answers 404."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+
+from mcp_asgi.legacy.shared import CONTROL
+
+from ..legacy.test_resume import get_headers, opened, read_events
+from ..servers import LegacyClient, RedisServer, Worker, wait_ready
+
+
+@pytest.fixture(scope="module")
+def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """The /mcp URLs of two workers sharing one redis-server (bus and store), for the
+    module: each test opens sessions of its own."""
+    executable = shutil.which("redis-server")
+    if executable is None:
+        pytest.skip("redis-server is not installed: run `make test`")
+    redis_server = RedisServer(executable, tmp_path_factory.mktemp("redis"))
+    redis_server.start()
+    channel = f"mcp_asgi:replicas:{redis_server.port}"
+    workers: list[Worker] = []
+    try:
+        for _ in range(2):
+            workers.append(Worker(redis_server.url, channel, app="tests.replica_app:app"))
+        control = "mcp_asgi:" + CONTROL
+        wait_ready(lambda: redis_server.subscribers(control) == 2, "both replicas listening")
+        yield workers[0].url + "/mcp", workers[1].url + "/mcp"
+    finally:
+        for worker in workers:
+            worker.stop()
+        redis_server.stop()
+
+
+async def opened_on(url: str, other: str) -> tuple[LegacyClient, LegacyClient]:
+    """A session initialized on `url` (declaring elicitation), and a client of the same
+    session on `other`."""
+    a = LegacyClient(url)
+    body = a.body(
+        "initialize",
+        {
+            "protocolVersion": a.version,
+            "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    )
+    response = await a.post(body, {"content-type": "application/json", "accept": "*/*"})
+    assert response.status == 200
+    a.session_id = response.headers["mcp-session-id"]
+    b = LegacyClient(other)
+    b.session_id, b.version = a.session_id, a.version
+    return a, b
+
+
+async def _first(stream: Any) -> dict[str, Any]:
+    with anyio.fail_after(10):
+        message = await stream.next_message()
+    assert message is not None
+    return dict(message)
+
+
+async def test_a_session_opened_on_one_replica_is_served_by_another(
+    replicas: tuple[str, str],
+) -> None:
+    """B adopts A's session from Redis; an id nobody opened is 404 there."""
+    _, b = await opened_on(*replicas)
+    listed = await b.call("tools/list")
+    assert listed.status == 200
+    assert {t["name"] for t in listed.final["result"]["tools"]} == {"wait", "ask", "polled"}
+    b.session_id = "not-a-session"
+    assert (await b.call("tools/list")).status == 404
+
+
+async def test_a_cancel_posted_to_another_replica_reaches_the_request(
+    replicas: tuple[str, str],
+) -> None:
+    """notifications/cancelled POSTed to B ends the call running on A: its stream ends
+    with no result."""
+    a, b = await opened_on(*replicas)
+    async with a.open("tools/call", {"name": "wait"}, id=7, progress=True) as stream:
+        assert (await _first(stream))["method"] == "notifications/progress"
+        notified = await b.notify("notifications/cancelled", {"requestId": 7})
+        assert notified.status == 202
+        with anyio.fail_after(10):
+            assert await stream.next_message() is None
+
+
+async def test_a_delete_on_another_replica_ends_the_session_everywhere(
+    replicas: tuple[str, str],
+) -> None:
+    """DELETE on B ends A's call in flight, and A then answers 404."""
+    a, b = await opened_on(*replicas)
+    async with a.open("tools/call", {"name": "wait"}, progress=True) as stream:
+        await _first(stream)
+        assert (await b.delete()).status == 204
+        with anyio.fail_after(10):
+            assert await stream.next_message() is None
+    assert (await a.call("tools/list")).status == 404
+
+
+async def test_an_answer_posted_to_another_replica_reaches_the_handler(
+    replicas: tuple[str, str],
+) -> None:
+    """The handler on A elicits; the answer POSTed to B resumes it."""
+    a, b = await opened_on(*replicas)
+    async with a.open("tools/call", {"name": "ask"}) as stream:
+        asked = await _first(stream)
+        assert asked["method"] == "elicitation/create"
+        answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "decline"}}
+        assert (await b.post(answer, b.session_headers())).status == 202
+        final = await _first(stream)
+    assert final["result"]["structuredContent"] == {"action": "decline", "content": None}
+
+
+async def test_a_stream_closed_on_one_replica_is_resumed_on_another(
+    replicas: tuple[str, str],
+) -> None:
+    """A closes the call's stream early; the GET with its Last-Event-ID goes to B, which
+    follows A's log in Redis to the result."""
+    a, b = await opened_on(*replicas)
+    body = a.body("tools/call", {"name": "polled"})
+    async with opened(replicas[0], a.session_headers(), body) as response:
+        events = await read_events(response)
+    async with opened(replicas[1], get_headers(b, events[0]["id"])) as response:
+        rest = await read_events(response)
+    final = [e for e in rest if e.get("data")]
+    assert len(final) == 1
+    assert '"polled"' in final[0]["data"]
