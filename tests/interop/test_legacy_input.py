@@ -197,3 +197,34 @@ async def test_a_missing_answer_times_out() -> None:
     assert final["error"]["code"] == -32001
     assert final["error"]["data"] == {"reason": "timeout", "method": "elicitation/create"}
     assert probe.reason is None
+
+
+async def test_a_cancel_notification_ends_the_wait() -> None:
+    """notifications/cancelled for the call while its handler waits for an answer: the
+    wait ends with that cancel (client_notification) and the call's stream ends."""
+    probe = Probe()
+    with serve(mcp_app(asking_server(probe))) as live:
+        client = LegacyClient(live.url + "/mcp")
+        await _declare(client)
+        async with client.open("tools/call", {"name": "wait_for_answer"}, id=9) as stream:
+            await _asked(client, stream)
+            assert (await client.notify("notifications/cancelled", {"requestId": 9})).status == 202
+            with anyio.fail_after(10):
+                assert await stream.next_message() is None
+        await wait_for(probe.exited)
+    assert probe.reason is CancelReason.CLIENT_NOTIFICATION
+
+
+async def test_the_session_ending_ends_the_wait() -> None:
+    """DELETE of the session while the handler waits for an answer: session_closed."""
+    probe = Probe()
+    with serve(mcp_app(asking_server(probe))) as live:
+        client = LegacyClient(live.url + "/mcp")
+        await _declare(client)
+        async with client.open("tools/call", {"name": "wait_for_answer"}) as stream:
+            await _asked(client, stream)
+            assert (await client.delete()).status == 204
+            with anyio.fail_after(10):
+                assert await stream.next_message() is None
+        await wait_for(probe.exited)
+    assert probe.reason is CancelReason.SESSION_CLOSED
