@@ -1,4 +1,5 @@
-# Everything needs only Python 3 and make: the first target run creates .venv.
+# `make run` needs only Python 3 and make (the first target run creates .venv); `make test`
+# also installs npm packages, redis-server and prometheus (apt-get) and Arize Phoenix (README.md).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -6,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 NODE_STAMP := tests/node/node_modules/.installed-stamp
 AUTH_STAMP := tests/authserver/node_modules/.installed-stamp
 
-.PHONY: run test test-deps lint typecheck contracts docs docs-strict pytest conformance bench bench-quick format clean fastapi-range
+.PHONY: run test test-deps backends e2e package lint typecheck contracts docs docs-strict pytest conformance bench bench-quick format clean fastapi-range
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,10 +15,21 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,example,docs]'
 	touch $(STAMP)
 
+# The example's telemetry is configured by opentelemetry-instrument from the standard OTEL_*
+# variables; unset, spans go to the console and nothing else is exported, and with an OTLP
+# endpoint traces and metrics go there (OTLP/HTTP). Any OTEL_* variable you set wins.
 run: $(STAMP)  ## serve the example FastAPI app on http://127.0.0.1:8000 (MCP at /mcp)
-	$(BIN)/uvicorn examples.fastapi_app.main:app --host 127.0.0.1 --port 8000 --timeout-graceful-shutdown 5
+	@otlp="$${OTEL_EXPORTER_OTLP_ENDPOINT}$${OTEL_EXPORTER_OTLP_TRACES_ENDPOINT}"; \
+	traces=console; metrics=none; if [ -n "$$otlp" ]; then traces=otlp; metrics=otlp; fi; \
+	export OTEL_SERVICE_NAME="$${OTEL_SERVICE_NAME:-library}" \
+		OTEL_TRACES_EXPORTER="$${OTEL_TRACES_EXPORTER:-$$traces}" \
+		OTEL_METRICS_EXPORTER="$${OTEL_METRICS_EXPORTER:-$$metrics}" \
+		OTEL_LOGS_EXPORTER="$${OTEL_LOGS_EXPORTER:-none}" \
+		OTEL_EXPORTER_OTLP_PROTOCOL="$${OTEL_EXPORTER_OTLP_PROTOCOL:-http/protobuf}"; \
+	exec $(BIN)/opentelemetry-instrument $(BIN)/uvicorn examples.fastapi_app.main:app \
+		--host 127.0.0.1 --port 8000 --timeout-graceful-shutdown 5
 
-test: lint typecheck contracts docs-strict pytest  ## the full suite: ruff, mypy --strict, import contracts, the docs site, pytest
+test: lint typecheck contracts docs-strict package pytest  ## the full suite: ruff, mypy --strict, import contracts, the docs site, the package (build, twine check), pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check mcp_asgi tests examples bench
@@ -35,8 +47,30 @@ docs: $(STAMP)  ## the documentation site with the API reference, into site/ (no
 docs-strict: $(STAMP)  ## the same build, failing on any warning (a broken link, a reference to a moved name)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-test-deps:  ## system packages the tests need: redis-server (the Redis bus tests)
+test-deps:  ## system packages the tests need: redis-server (the Redis bus tests), prometheus (tests/backends)
 	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
+	command -v prometheus >/dev/null || (apt-get update && apt-get install -y prometheus)
+
+# Arize Phoenix, the trace backend of tests/backends, in a venv of its own (its pins must
+# not move the project's packages), installed once into the git-ignored .backends/
+PHOENIX_VERSION := 20.26.1
+PHOENIX_STAMP := .backends/phoenix/.installed-$(PHOENIX_VERSION)
+
+$(PHOENIX_STAMP):
+	rm -rf .backends/phoenix
+	$(PYTHON) -m venv .backends/phoenix
+	.backends/phoenix/bin/python -m pip install --quiet 'arize-phoenix==$(PHOENIX_VERSION)'
+	touch $@
+
+backends: test-deps $(PHOENIX_STAMP)  ## the telemetry backends of tests/backends: Prometheus (apt), Arize Phoenix (PyPI)
+
+e2e: $(STAMP) backends  ## only the real-backend telemetry tests (tests/backends; make test runs them too)
+	MCP_ASGI_BACKENDS=required $(BIN)/python -m pytest tests/backends
+
+package: $(STAMP)  ## build the wheel and the sdist into dist/ and check them with twine
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
 
 # tests/node from its lockfile: the TypeScript SDK clients (interop tests), the official
 # conformance suite (0.2.x, and 0.1.x as conformance-2025) and the Node 22 binary it needs
@@ -49,8 +83,8 @@ $(AUTH_STAMP): tests/authserver/package.json tests/authserver/package-lock.json
 	npm ci --prefix tests/authserver --no-audit --no-fund
 	touch $(AUTH_STAMP)
 
-pytest: $(STAMP) test-deps $(NODE_STAMP) $(AUTH_STAMP)
-	$(BIN)/python -m pytest
+pytest: $(STAMP) test-deps $(NODE_STAMP) $(AUTH_STAMP) $(PHOENIX_STAMP)
+	MCP_ASGI_BACKENDS=required $(BIN)/python -m pytest
 
 conformance: $(STAMP) $(NODE_STAMP)  ## only the official MCP conformance suite (tests/conformance)
 	$(BIN)/python -m pytest tests/conformance

@@ -1,9 +1,13 @@
 """An ordinary FastAPI service that also serves its tools over MCP at /mcp.
 
 Run it with `make run`, then point an MCP client (2026-07-28) at http://127.0.0.1:8000/mcp.
+Its telemetry is configured by the standard `OTEL_*` variables (see telemetry.py).
 """
 
 from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import anyio
 from fastapi import FastAPI
@@ -12,7 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from mcp_asgi import Context, McpError, McpMiddleware, McpServer, McpSettings
 
-from .telemetry import providers
+from .telemetry import show_library_logs, shutdown_providers
 
 
 class AppSettings(BaseSettings):
@@ -87,16 +91,17 @@ def recommend(genre: str, mood: str = "curious") -> str:
     return f"Recommend a {genre} book from the library for a {mood} reader."
 
 
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """At exit, after McpMiddleware has cancelled the calls in flight: flush the telemetry."""
+    yield
+    shutdown_providers()
+
+
 settings = AppSettings()
-tracer_provider, meter_provider = providers()
-app = FastAPI(title=settings.title)
-app.add_middleware(
-    McpMiddleware,
-    server=mcp,
-    settings=settings.mcp,
-    tracer_provider=tracer_provider,
-    meter_provider=meter_provider,
-)
+show_library_logs()
+app = FastAPI(title=settings.title, lifespan=lifespan)
+app.add_middleware(McpMiddleware, server=mcp, settings=settings.mcp)  # the global providers
 
 
 @app.get("/books")

@@ -1,51 +1,44 @@
-"""OpenTelemetry set-up for the example: console by default, OTLP/HTTP when configured.
+"""OpenTelemetry for the example: the SDK is configured the standard way, from the `OTEL_*`
+variables, by `opentelemetry-instrument` (opentelemetry-distro) before the app is imported;
+this module only shows the library's logs and shuts the providers down at exit.
 
-The library never configures the SDK or logging; the application does, here. Point the
-example at a backend with the standard variables, e.g. for Jaeger or grafana/otel-lgtm::
+`make run` runs `opentelemetry-instrument uvicorn examples.fastapi_app.main:app` with spans
+on the console (`OTEL_TRACES_EXPORTER=console`) and no metrics, unless an OTLP endpoint is
+set; then traces and metrics go there by OTLP/HTTP::
 
-    OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 OTEL_SERVICE_NAME=library make run
+    OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 make run
+    # a traces-only backend (Jaeger, Phoenix): no metrics, no logs
+    OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:6006 OTEL_METRICS_EXPORTER=none make run
+    # metrics for Prometheus to scrape, on http://localhost:9464/metrics
+    OTEL_METRICS_EXPORTER=prometheus make run
+
+The library itself uses only the OpenTelemetry API (the global providers here).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import (
-    ConsoleMetricExporter,
-    MetricExporter,
-    PeriodicExportingMetricReader,
-)
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry import metrics, trace
 
-_OTLP_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+__all__ = ["show_library_logs", "shutdown_providers"]
 
 
-def exporters() -> tuple[SpanExporter, MetricExporter]:
-    """OTLP/HTTP exporters if `OTEL_EXPORTER_OTLP_ENDPOINT` (or the traces-only variable) is
-    set — they read the standard `OTEL_EXPORTER_OTLP_*` variables — else console ones."""
-    if any(os.environ.get(name) for name in _OTLP_VARIABLES):
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+def shutdown_providers() -> None:
+    """Flush and shut down the SDK's global tracer and meter providers (and the logger
+    provider, if one was set). Call it at the end of the app's lifespan: uvicorn re-raises
+    SIGTERM once it has stopped, so the SDK's own exit hook never runs and spans still in
+    the batch (those of the requests cancelled by the shutdown) would be lost."""
+    from opentelemetry import _logs
 
-        return OTLPSpanExporter(), OTLPMetricExporter()
-    return ConsoleSpanExporter(), ConsoleMetricExporter()
-
-
-def providers() -> tuple[TracerProvider, MeterProvider]:
-    """Tracer and meter providers for `McpMiddleware(tracer_provider=..., meter_provider=...)`:
-    spans exported in batches (every 0.5 s), metrics every 30 s. Also shows the library's
-    INFO records (one per cancelled request) on stderr."""
-    show_library_logs()
-    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "library")})
-    span_exporter, metric_exporter = exporters()
-    tracer_provider = TracerProvider(resource=resource)
-    tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter, schedule_delay_millis=500))
-    reader = PeriodicExportingMetricReader(metric_exporter, export_interval_millis=30_000)
-    return tracer_provider, MeterProvider(resource=resource, metric_readers=[reader])
+    for provider in (
+        trace.get_tracer_provider(),
+        metrics.get_meter_provider(),
+        _logs.get_logger_provider(),
+    ):
+        shutdown = getattr(provider, "shutdown", None)  # the API's no-op providers have none
+        if callable(shutdown):
+            shutdown()
 
 
 def show_library_logs() -> None:

@@ -1,25 +1,19 @@
-"""End to end over real OTLP/HTTP: a backend receives the cancelled span and its metrics;
-the example app exports to the console, or over OTLP when the standard variable is set."""
+"""End to end over real OTLP/HTTP: a backend receives the cancelled span and its metrics.
+(The example app's own set-up: test_example_telemetry.py.)"""
 
 from __future__ import annotations
 
 import anyio
-import pytest
 import requests
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    ConsoleSpanExporter,
-    SimpleSpanProcessor,
-)
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from examples.fastapi_app.telemetry import exporters
 from mcp_asgi import McpMiddleware, McpSettings
 
 from ..helpers import Probe, drop_mid_call, eventually, host_app, serving, wait_for
@@ -98,34 +92,3 @@ async def test_cancelled_span_and_metrics_reach_an_otlp_backend() -> None:
     assert latency.count == 1
     assert latency.explicit_bounds[0] == 0.0005
     assert "mcp.server.operation.duration" in metrics
-
-
-def test_example_exports_to_the_console_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without OTEL_EXPORTER_OTLP_ENDPOINT the example app exports to the console."""
-    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
-    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
-    span_exporter, metric_exporter = exporters()
-    assert isinstance(span_exporter, ConsoleSpanExporter)
-    assert isinstance(metric_exporter, ConsoleMetricExporter)
-
-
-def test_example_exports_over_otlp_when_the_endpoint_is_set(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """With OTEL_EXPORTER_OTLP_ENDPOINT set, the example's exporters reach that backend."""
-    with OtlpReceiver() as receiver:
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
-        span_exporter, metric_exporter = exporters()
-        assert isinstance(span_exporter, OTLPSpanExporter)
-        assert isinstance(metric_exporter, OTLPMetricExporter)
-        tracer_provider = TracerProvider()
-        tracer_provider.add_span_processor(SimpleSpanProcessor(span_exporter))
-        reader = PeriodicExportingMetricReader(metric_exporter, export_interval_millis=3_600_000)
-        meter_provider = MeterProvider(metric_readers=[reader])
-        tracer_provider.get_tracer("example").start_span("probe").end()
-        meter_provider.get_meter("example").create_counter("probes").add(1)
-        assert meter_provider.force_flush()
-        tracer_provider.shutdown()
-        meter_provider.shutdown()
-        assert receiver.find_span("probe") is not None
-        assert {m.name for m in receiver.metrics()} == {"probes"}

@@ -1,0 +1,120 @@
+"""Real telemetry backends on 127.0.0.1, started by the tests: Arize Phoenix (an OTLP trace
+backend with a query API, from PyPI, in its own venv under .backends/phoenix) and
+Prometheus (Debian's `prometheus` package). `make backends` installs them; `make test` and
+`make e2e` set MCP_ASGI_BACKENDS=required, so a missing backend fails there instead of
+skipping."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ..servers import ROOT, free_port, wait_ready
+
+PHOENIX = ROOT / ".backends" / "phoenix" / "bin" / "phoenix"
+
+
+def _missing(what: str) -> None:
+    message = f"{what} is not installed: run `make backends`"
+    if os.environ.get("MCP_ASGI_BACKENDS") == "required":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+class Backend:
+    """A backend process with its output in a file."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], log: Path, url: str) -> None:
+        self.url = url
+        self.log = log
+        with log.open("wb") as out:
+            self.process = subprocess.Popen(
+                argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=log.parent
+            )
+
+    def ready(self, path: str) -> bool:
+        assert self.process.poll() is None, self.log.read_text(errors="replace")[-2000:]
+        try:
+            return httpx.get(self.url + path, timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+
+@pytest.fixture(scope="session")
+def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
+    """Arize Phoenix: OTLP/HTTP at `{url}/v1/traces`, spans at `{url}/v1/projects/…/spans`."""
+    if not PHOENIX.exists():
+        _missing("Arize Phoenix")
+    workdir = tmp_path_factory.mktemp("phoenix")
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PHOENIX_"))},
+        "PHOENIX_WORKING_DIR": str(workdir),
+        "PHOENIX_HOST": "127.0.0.1",
+        "PHOENIX_PORT": str(port),
+        "PHOENIX_GRPC_PORT": str(free_port()),
+        "PHOENIX_TELEMETRY_ENABLED": "false",
+    }
+    backend = Backend(
+        [str(PHOENIX), "serve"], env, workdir / "phoenix.log", f"http://127.0.0.1:{port}"
+    )
+    try:
+        wait_ready(lambda: backend.ready("/healthz"), "Arize Phoenix", timeout=90)
+        yield backend
+    finally:
+        backend.stop()
+
+
+class Prometheus(Backend):
+    """Prometheus scraping one target every second."""
+
+    def by_reason(self, promql: str) -> dict[str, float]:
+        """An instant PromQL query's values by `mcp_asgi_cancellation_reason`."""
+        response = httpx.get(self.url + "/api/v1/query", params={"query": promql}, timeout=5)
+        response.raise_for_status()
+        rows: list[dict[str, Any]] = response.json()["data"]["result"]
+        return {
+            row["metric"]["mcp_asgi_cancellation_reason"]: float(row["value"][1]) for row in rows
+        }
+
+
+def start_prometheus(workdir: Path, target: str) -> Prometheus:
+    """Prometheus (Debian's package) scraping `target` (host:port) every second."""
+    executable = shutil.which("prometheus")
+    if executable is None:
+        _missing("Prometheus")
+    assert executable is not None
+    config = workdir / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        f"scrape_configs:\n  - job_name: library\n    static_configs:\n"
+        f"      - targets: ['{target}']\n"
+    )
+    port = free_port()
+    argv = [
+        executable,
+        f"--config.file={config}",
+        f"--storage.tsdb.path={workdir / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
+    backend = Prometheus(
+        argv, dict(os.environ), workdir / "prometheus.log", f"http://127.0.0.1:{port}"
+    )
+    wait_ready(lambda: backend.ready("/-/ready"), "Prometheus", timeout=30)
+    return backend
