@@ -29,3 +29,5 @@ downstream_logger = logging.getLogger("mcp_asgi.downstream")
 """Downstream MCP servers: a connection that failed or broke, and its reconnection."""
 routes_logger = logging.getLogger("mcp_asgi.routes")
 """The host app's routes as tools: a route that cannot be one, and why."""
+tasks_logger = logging.getLogger("mcp_asgi.tasks")
+"""Tasks (the Tasks extension): a store that failed, a worker lost, a signal not sent."""

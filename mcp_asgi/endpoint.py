@@ -19,6 +19,7 @@ from mcp_asgi.protocol.message import IncomingMessage
 from mcp_asgi.protocol.validate import validate
 from mcp_asgi.server.listen import LISTEN, check_listen
 from mcp_asgi.server.mcp_server import McpServer, ResultOptions
+from mcp_asgi.tasks import TaskMethods
 
 
 class ModernEndpoint:
@@ -32,8 +33,10 @@ class ModernEndpoint:
         inputs: InputRounds,
         options: ResultOptions,
         limits: ClientLimits,
+        tasks: TaskMethods | None = None,
     ) -> None:
         self._server = server
+        self._tasks = tasks
         self._limits = limits
         self._inflight = inflight
         self._inputs = inputs
@@ -64,11 +67,17 @@ class ModernEndpoint:
         held = self._limits.hold("listen_streams", client_key(asgi_scope)) if listen else None
         writer = ReplyWriter(send, "sse" if listen else mode)
         options = self._options
+        routed = (
+            self._tasks.route(request, asgi_scope, body=body, inputs=inputs)
+            if self._tasks
+            else None
+        )
+        dispatch = routed or server.dispatch  # the Tasks extension's methods, or the server's
         try:
             with self._inflight.open(
                 asgi_scope, request, writer, inputs=inputs, body=body, arrived=arrived
             ) as (request_scope, ctx):
-                await request_scope.run(receive, lambda: server.dispatch(request, ctx, options))
+                await request_scope.run(receive, lambda: dispatch(request, ctx, options))
                 await writer.end()
         finally:
             if held is not None:

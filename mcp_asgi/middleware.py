@@ -121,6 +121,10 @@ class McpMiddleware:
             listen_max_duration=settings.listen_max_duration,
         )
         key = settings.request_state_key
+        self._store = store_from_url(settings.bus_url)  # with the Redis bus: shared by replicas
+        self._tasks = TaskSupervisor(
+            server, TaskRegistry(self._store), settings, self._telemetry, options
+        )
         self._modern = ModernEndpoint(
             server,
             inflight=self._inflight,
@@ -129,6 +133,7 @@ class McpMiddleware:
             ),
             options=options,
             limits=self._limits,
+            tasks=TaskMethods(server, self._tasks, window=settings.task_result_window),
         )
         self._legacy = (
             LegacyEndpoint(
@@ -137,7 +142,7 @@ class McpMiddleware:
                 limits=self._limits,
                 open_scope=self._inflight.open,
                 dispatch=lambda request, ctx: server.dispatch(request, ctx, options),
-                store=store_from_url(settings.bus_url),  # shared with the Redis bus
+                store=self._store,
             )
             if settings.legacy_enabled
             else None
@@ -155,8 +160,8 @@ class McpMiddleware:
             await self._serve_guarded(asgi_scope, receive, send)
         elif asgi_scope["type"] == "lifespan":
             self._attach_bus()
-            # the bus's background work, and the 2025-era sessions' replicas, live here
-            async with self.server.running(), self._replicas():
+            # the bus's background work and the tasks' work live here
+            async with self.server.running(), self._tasks.run_tasks(), self._replicas():
                 await self._serve_lifespan(asgi_scope, receive, send)
         elif (
             self._metadata is not None
@@ -220,11 +225,13 @@ class McpMiddleware:
     async def cancel_inflight(self) -> None:
         """Start draining (new requests get 503), cancel every request in flight (reason
         `server_shutdown`), end every 2025-era session, and wait, bounded by the cancel grace
-        period, for their handlers to exit."""
+        period, for their handlers to exit; then the same for the tasks running here (each
+        ends `failed`, saying the server shut down)."""
         scopes = self._inflight.cancel_all()
         if self._legacy is not None:
             self._legacy.close_all()
         await self._inflight.wait_exited(scopes)
+        await self._tasks.shutdown()
 
     async def _serve_guarded(self, asgi_scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one request; a bug of ours becomes a logged -32603 (HTTP 500 if nothing was

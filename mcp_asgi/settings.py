@@ -172,6 +172,42 @@ class McpSettings(BaseSettings):
         "gracefully (the client listens again, e.g. on another replica); None: no limit. "
         "max_request_duration does not apply to listen streams.",
     )
+    task_result_window: float = Field(
+        default=0.1,
+        ge=0,
+        description="Seconds a tools/call of a task-capable tool waits for its own result "
+        "before answering with a task (Tasks extension): an optional tool done by then "
+        "answers plainly, and a question asked by then is an ordinary input_required round.",
+    )
+    task_ttl: float | None = Field(
+        default=3600.0,
+        gt=0,
+        description="Seconds a task and its result are kept from its creation (ttlMs); "
+        "capped by max_task_ttl. None: unlimited (only with max_task_ttl None).",
+    )
+    max_task_ttl: float | None = Field(
+        default=86400.0,
+        gt=0,
+        description="Longest task TTL the server grants; None: no maximum.",
+    )
+    max_task_duration: float | None = Field(
+        default=3600.0,
+        gt=0,
+        description="Seconds a task's work may run before it is cancelled (reason timeout; "
+        "the task ends failed); None: until its TTL ends.",
+    )
+    task_poll_interval: float = Field(
+        default=1.0,
+        gt=0,
+        description="Seconds between tasks/get polls the server suggests (pollIntervalMs).",
+    )
+    task_lease: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds a running task's lease lasts; renewed every third of it, when "
+        "the replica also checks the store for a cancel or answers. A task whose lease "
+        "ran out (its replica died) ends failed.",
+    )
     bus_url: str | None = Field(
         default=None,
         description="Redis URL (redis://host:6379/0) of the notification bus shared by all "
@@ -280,6 +316,12 @@ class McpSettings(BaseSettings):
         return value
 
     @model_validator(mode="after")
+    def _task_ttl_bounded(self) -> McpSettings:
+        if self.task_ttl is None and self.max_task_ttl is not None:
+            raise ValueError("task_ttl None (unlimited) needs max_task_ttl None too")
+        return self
+
+    @model_validator(mode="after")
     def _auth_complete(self) -> McpSettings:
         if self.auth_resource is not None:
             parts = urlsplit(self.auth_resource)
@@ -295,6 +337,9 @@ class McpSettings(BaseSettings):
     @field_validator(
         "max_request_duration",
         "listen_max_duration",
+        "task_ttl",
+        "max_task_ttl",
+        "max_task_duration",
         "rate_limit",
         "max_requests_per_client",
         "max_listen_streams_per_client",

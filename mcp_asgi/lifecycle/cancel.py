@@ -23,6 +23,8 @@ class CancelReason(str, enum.Enum):
     """A `notifications/cancelled` named the request (stdio, legacy sessions)."""
     SESSION_CLOSED = "session_closed"
     """A legacy 2025-era session ended with the request in flight."""
+    TASK_CANCELLED = "task_cancelled"
+    """A `tasks/cancel` named the task whose work this scope runs (Tasks extension)."""
 
     @property
     def client_initiated(self) -> bool:
@@ -34,7 +36,12 @@ class CancelReason(str, enum.Enum):
 
 
 _CLIENT_INITIATED = frozenset(
-    {CancelReason.CLIENT_DISCONNECT, CancelReason.CLIENT_NOTIFICATION, CancelReason.SESSION_CLOSED}
+    {
+        CancelReason.CLIENT_DISCONNECT,
+        CancelReason.CLIENT_NOTIFICATION,
+        CancelReason.SESSION_CLOSED,
+        CancelReason.TASK_CANCELLED,
+    }
 )
 
 

@@ -32,6 +32,17 @@ LOG_LEVELS: Final = (
 
 
 NAME_PARAM: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+"""The body field a method is about (its span's target), mirrored in `Mcp-Name`."""
+
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+"""The Tasks extension's identifier (`capabilities.extensions`, client and server)."""
+
+TASK_METHODS: Final = ("tasks/get", "tasks/update", "tasks/cancel")
+"""The Tasks extension's methods (`tasks/result` and `tasks/list` are gone: -32601)."""
+
+MCP_NAME_PARAM: Final = {**NAME_PARAM, **dict.fromkeys(TASK_METHODS, "taskId")}
+"""The body field each method's `Mcp-Name` header must match: `NAME_PARAM`, and `taskId`
+for the Tasks extension's methods (a task id is never a span's target: it is a handle)."""
 
 
 @dataclass(frozen=True, slots=True)

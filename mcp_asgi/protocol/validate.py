@@ -24,9 +24,9 @@ from mcp_asgi.protocol.jsonrpc import (
 from mcp_asgi.protocol.message import IncomingMessage
 from mcp_asgi.protocol.request import (
     LOG_LEVELS,
+    MCP_NAME_PARAM,
     META_PREFIX,
     MODERN_VERSIONS,
-    NAME_PARAM,
     McpRequest,
     MethodCatalog,
     ParamHeader,
@@ -109,7 +109,7 @@ def validate(
         raise fail(404, METHOD_NOT_FOUND, f"Method not found: {message.method}", data)
     if headers is not None:
         _check_header(fail, headers, b"mcp-method", "Mcp-Method", message.method)
-    name_key = NAME_PARAM.get(message.method)
+    name_key = MCP_NAME_PARAM.get(message.method)
     if name_key is not None:
         value = message.params.get(name_key)
         if not isinstance(value, str):

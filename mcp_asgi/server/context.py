@@ -46,6 +46,8 @@ class Context:
         "_last_progress_at",
         "_min_interval",
         "_request_scope",
+        "_start_task",
+        "_task_id",
     )
 
     def __init__(
@@ -58,8 +60,12 @@ class Context:
         inputs: Asking | None = None,
         asgi_scope: Scope | None = None,
         body: bytes = b"",
+        task_id: str | None = None,
+        start_task: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self._request_scope = request_scope
+        self._task_id = task_id
+        self._start_task = start_task
         self._inputs = inputs
         self._last_progress: float | None = None
         self._last_progress_at = -float("inf")
@@ -81,6 +87,26 @@ class Context:
     def method(self) -> str:
         """The MCP method, e.g. `tools/call`."""
         return self._request_scope.request.method
+
+    @property
+    def task_id(self) -> str | None:
+        """The id of the task this call runs as (the Tasks extension, docs/tasks.md), or
+        None for a plain request. Set from the start of a task-capable call: the id the
+        task has once the call becomes one. A handle: never log it."""
+        return self._task_id
+
+    async def start_task(self) -> bool:
+        """Make this call a task now, rather than when the `task_result_window` ends;
+        whether it is one (False for a plain request: a tool with `task="never"`, or a
+        request that does not declare the Tasks extension).
+
+        Questions asked before are ordinary input_required rounds of the request (its
+        retry runs the handler again from the top); questions asked after go on the task
+        and the handler waits where it asked. Returns once the task is stored.
+        """
+        if self._start_task is None:
+            return False
+        return await self._start_task()
 
     @property
     def client_info(self) -> Mapping[str, Any] | None:

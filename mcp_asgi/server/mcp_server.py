@@ -18,12 +18,18 @@ from typing import Any, Final
 from mcp_asgi.bus.in_process import NotificationBus
 from mcp_asgi.input.rounds import InputRequired, is_retry
 from mcp_asgi.protocol.jsonrpc import JsonObject
-from mcp_asgi.protocol.request import MODERN_VERSIONS, McpRequest, ParamHeader
+from mcp_asgi.protocol.request import (
+    MODERN_VERSIONS,
+    TASK_METHODS,
+    TASKS_EXTENSION,
+    McpRequest,
+    ParamHeader,
+)
 from mcp_asgi.server.changes import ChangeNotifications
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.listen import LISTEN, Subscriptions
 from mcp_asgi.server.methods import Methods, ResultOptions
-from mcp_asgi.server.registry import Registry
+from mcp_asgi.server.registry import Registry, TaskPolicy
 from mcp_asgi.server.scopes import check_scopes
 
 __all__ = ["SERVER_INFO_KEY", "McpServer", "ResultOptions"]
@@ -122,7 +128,10 @@ class McpServer(Registry, Methods, ChangeNotifications):
         return caps
 
     def has_method(self, method: str) -> bool:
-        """Whether `method` is served (capability-gated methods only when advertised)."""
+        """Whether `method` is served (capability-gated methods only when advertised; the
+        Tasks extension's methods when a tool may run as a task)."""
+        if method in TASK_METHODS:
+            return self.has_tasks
         if method not in self._methods:
             return False
         family = method.split("/", 1)[0]
@@ -133,6 +142,18 @@ class McpServer(Registry, Methods, ChangeNotifications):
             "completion": self._completers,
         }.get(family)
         return gate is None or bool(gate)
+
+    @property
+    def has_tasks(self) -> bool:
+        """Whether a tool may run as a task (`@tool(task=...)`): the Tasks extension is
+        then advertised in `server/discover` and its methods are served."""
+        return any(name in self._tools for name in self._task_policies)
+
+    def task_policy(self, tool_name: str) -> TaskPolicy:
+        """Whether a call of `tool_name` may run as a task (`never` for an unknown tool)."""
+        if tool_name not in self._tools:
+            return "never"
+        return self._task_policies.get(tool_name, "never")
 
     def param_headers(self, tool_name: str) -> tuple[ParamHeader, ...]:
         """The `Mcp-Param-*` headers a call of `tool_name` must carry (from the
@@ -222,9 +243,12 @@ class McpServer(Registry, Methods, ChangeNotifications):
     async def _discover(
         self, request: McpRequest, ctx: Context, options: ResultOptions
     ) -> JsonObject:
+        capabilities = self.capabilities()
+        if self.has_tasks:  # an extension of 2026-07-28 only: never in a 2025 initialize
+            capabilities["extensions"] = {TASKS_EXTENSION: {}}
         result: JsonObject = {
             "supportedVersions": list(MODERN_VERSIONS),
-            "capabilities": self.capabilities(),
+            "capabilities": capabilities,
         }
         if self.instructions:
             result["instructions"] = self.instructions

@@ -15,8 +15,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
-from mcp_asgi.protocol.jsonrpc import INVALID_PARAMS, JsonObject, McpError, ResourceNotFound
-from mcp_asgi.protocol.request import McpRequest
+from mcp_asgi.protocol.jsonrpc import (
+    INVALID_PARAMS,
+    MISSING_CLIENT_CAPABILITY,
+    JsonObject,
+    McpError,
+    ResourceNotFound,
+)
+from mcp_asgi.protocol.request import TASKS_EXTENSION, McpRequest
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.primitives import Prompt, Resource, Tool
 from mcp_asgi.server.sourced import SourcedTools
@@ -49,6 +55,7 @@ class Methods:
     _scopes: dict[tuple[str, str], frozenset[str]]
     _default_scopes: frozenset[str]
     _sourced: SourcedTools
+    _task_policies: dict[str, Literal["never", "optional", "required"]]
 
     def scopes_of(self, kind: str, key: str) -> frozenset[str]:
         """The scopes a `"tool"`, `"resource"` or `"prompt"` (by name, or URI as
@@ -97,6 +104,8 @@ class Methods:
             if sourced is not None:
                 return await sourced.call(_arguments(request), ctx)
         tool = _named(self._tools, request, "tool")
+        if ctx.task_id is None and self._task_policies.get(tool.name) == "required":
+            raise missing_tasks_extension(tool.name)  # a 2025-era request: no tasks there
         return await tool.call(_arguments(request), ctx)
 
     async def _get_prompt(
@@ -159,6 +168,18 @@ class Methods:
                 raise McpError(INVALID_PARAMS, f"Unknown resource or template: {uri}")
             return kind, uri
         raise McpError(INVALID_PARAMS, "Invalid params: ref.type is ref/prompt or ref/resource")
+
+
+def missing_tasks_extension(tool_name: str) -> McpError:
+    """-32021 (HTTP 400) for a call of a tool that runs only as a task, from a request
+    that did not declare the Tasks extension."""
+    return McpError(
+        MISSING_CLIENT_CAPABILITY,
+        f"Missing required client capability: extensions.{TASKS_EXTENSION} (tool "
+        f"{tool_name!r} runs only as a task; declare the extension in _meta "
+        "io.modelcontextprotocol/clientCapabilities)",
+        {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+    )
 
 
 def _key_of(item: Any) -> str:

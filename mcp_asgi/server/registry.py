@@ -9,7 +9,7 @@ from the handler, and refuses a name that is already taken.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar, overload
+from typing import Any, Literal, TypeVar, get_args, overload
 
 from mcp_asgi.server.metadata import (
     Annotations,
@@ -29,6 +29,11 @@ from mcp_asgi.server.sources import ToolSource
 
 F = TypeVar("F", bound=Callable[..., Any])
 Completer = Callable[..., Any]
+TaskPolicy = Literal["never", "optional", "required"]
+"""When a tool runs as a task (the Tasks extension, docs/tasks.md): `never` (a plain
+call), `optional` (a task when the request declares the extension and the work outlasts
+the `task_result_window`), `required` (always a task: -32021 for a request that does not
+declare the extension)."""
 
 
 class Registry:
@@ -43,6 +48,7 @@ class Registry:
         self._prompts: dict[str, Prompt] = {}
         self._completers: dict[tuple[str, str], Completer] = {}
         self._scopes: dict[tuple[str, str], frozenset[str]] = {}  # (kind, name): own scopes
+        self._task_policies: dict[str, TaskPolicy] = {}  # tools that may run as tasks
         self._sourced = SourcedTools(lambda: self._registry_changed(self._tools))
 
     @overload
@@ -62,6 +68,7 @@ class Registry:
         output_schema: Mapping[str, Any] | None = None,
         timeout: float | None = None,
         scopes: Sequence[str] | None = None,
+        task: TaskPolicy = "never",
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -77,6 +84,7 @@ class Registry:
         output_schema: Mapping[str, Any] | None = None,
         timeout: float | None = None,
         scopes: Sequence[str] | None = None,
+        task: TaskPolicy = "never",
     ) -> Any:
         """Register a tool (`@server.tool` or `@server.tool(...)`).
 
@@ -109,6 +117,13 @@ class Registry:
           scopes of the handler's FastAPI `Security(..., scopes=[...])` dependencies are
           added. A caller without them gets 403 `insufficient_scope`, and does not see
           the tool in `tools/list`.
+        - `task`: whether a call may run as a task (the Tasks extension, docs/tasks.md):
+          `"never"` (default: always a plain call), `"optional"` (a task when the request
+          declares the extension and the work has not finished within the endpoint's
+          `task_result_window`; the plain result otherwise), `"required"` (always a task;
+          a request that does not declare the extension gets -32021). A task outlives its
+          request's connection and ends only when done, cancelled (`tasks/cancel`), past
+          `max_task_duration` or its TTL, or at server shutdown.
 
         Raises `TypeError` or `ValueError` at once for a bad option, a handler signature
         that cannot be served, or a name already registered. Returns the function unchanged.
@@ -119,6 +134,8 @@ class Registry:
         if timeout is not None and timeout <= 0:
             raise ValueError("tool timeout must be positive")
         own_scopes = check_scopes(scopes, "tool")
+        if task not in get_args(TaskPolicy):
+            raise ValueError(f"tool task must be one of {get_args(TaskPolicy)}, not {task!r}")
 
         def register(fn: F) -> F:
             tool_name = name or fn.__name__
@@ -140,6 +157,10 @@ class Registry:
             )
             self._add(self._tools, tool_name, tool)
             self._scoped(("tool", tool_name), own_scopes, fn)
+            if task != "never":
+                self._task_policies[tool_name] = task
+            else:
+                self._task_policies.pop(tool_name, None)
             return fn
 
         return register

@@ -28,7 +28,7 @@ import anyio
 from anyio.abc import SocketStream
 from starlette.types import ASGIApp
 
-from mcp_asgi.protocol.request import NAME_PARAM, PROTOCOL_VERSION
+from mcp_asgi.protocol.request import MCP_NAME_PARAM, PROTOCOL_VERSION
 from mcp_asgi.testing.http_client import BodyReader, event_data, parse_messages, split_event
 
 _SAFE = re.compile(r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$")
@@ -234,7 +234,7 @@ class McpTestClient:
             "mcp-protocol-version": PROTOCOL_VERSION,
             "mcp-method": method,
         }
-        key = NAME_PARAM.get(method)
+        key = MCP_NAME_PARAM.get(method)
         params = body.get("params")
         if key and isinstance(params, Mapping) and isinstance(params.get(key), str):
             headers["mcp-name"] = encode_header_value(params[key])

@@ -23,10 +23,12 @@ from mcp_asgi import (
     Context,
     EmbeddedResource,
     Image,
+    McpError,
     McpMiddleware,
     McpServer,
     TextContent,
     TextResource,
+    ToolResult,
 )
 
 # A 1x1 PNG and a tiny WAV, as in the reference fixture.
@@ -159,6 +161,7 @@ def build_server() -> McpServer:
     server = McpServer("mcp-conformance-test-server", version="0.1.0")
     _tools(server)
     _input_tools(server)
+    _task_tools(server)
     _resources(server)
     _prompts(server)
     return server
@@ -409,6 +412,67 @@ def _input_tools(server: McpServer) -> None:
             questions.append(ctx.list_roots(key="roots"))
         await ctx.gather(*questions)
         return "capability-gated inputs received."
+
+
+# -- tasks (io.modelcontextprotocol/tasks) -------------------------------------------
+
+CONFIRM_DELETE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean"}},
+    "required": ["confirm"],
+}
+
+
+def _task_tools(server: McpServer) -> None:
+    """The Tasks extension's fixtures (the suite's tasks-* scenarios)."""
+
+    @server.tool()
+    def greet(name: str) -> str:
+        """Sync only: greets by name"""
+        return f"Hello, {name}!"
+
+    @server.tool(task="optional")
+    async def slow_compute(seconds: float, label: str = "") -> str:
+        """Sleeps `seconds`, then says so; a task when it outlasts the result window"""
+        await anyio.sleep(seconds)
+        return f"computed {label} after {seconds:g}s"
+
+    @server.tool(task="required")
+    async def failing_job() -> ToolResult:
+        """Always a task; reports a tool error after about a second"""
+        await anyio.sleep(1)
+        return ToolResult(["the job failed"], is_error=True)
+
+    @server.tool(task="optional")
+    async def protocol_error_job() -> str:
+        """A task that ends with a JSON-RPC error (status failed)"""
+        await anyio.sleep(0.5)
+        raise McpError(-32603, "the job crashed")
+
+    @server.tool(task="optional")
+    async def confirm_delete(filename: str, ctx: Context) -> str:
+        """A task that asks the user to confirm, then deletes"""
+        await ctx.start_task()
+        answer = await ctx.elicit(f"Delete {filename}?", CONFIRM_DELETE_SCHEMA)
+        confirmed = answer.accepted and (answer.content or {}).get("confirm") is True
+        return f"{filename} deleted" if confirmed else f"{filename} kept"
+
+    @server.tool(task="optional")
+    async def multi_input(ctx: Context) -> str:
+        """A task asking two questions at once"""
+        await ctx.start_task()
+        name, confirm = await ctx.gather(
+            ctx.elicit("Your name?", NAME_SCHEMA), ctx.elicit("Go on?", CONFIRM_DELETE_SCHEMA)
+        )
+        return f"{(name.content or {}).get('name')}: {confirm.action}"
+
+    @server.tool(task="required")
+    async def test_tool_with_task(ctx: Context) -> str:
+        """An MRTR round for the user's name, then a task that greets them"""
+        answer = await ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name")
+        await ctx.start_task()
+        await anyio.sleep(0.2)
+        return f"Hello, {(answer.content or {}).get('name', 'stranger')}, from a task!"
 
 
 # -- resources -----------------------------------------------------------------------

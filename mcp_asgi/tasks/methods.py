@@ -1,0 +1,216 @@
+"""`TaskMethods`: the Tasks extension's side of a 2026-07-28 request.
+
+    tools/call of a task-capable tool
+        the request does not declare the extension: `optional` runs plainly, `required`
+        is -32021 (requiredCapabilities) before anything runs
+        it does: the work starts under the supervisor; done within `task_result_window`,
+        an `optional` tool answers plainly, and a question asked by then is an ordinary
+        input_required round; otherwise the task is stored, then `CreateTaskResult`
+    tasks/get | tasks/update | tasks/cancel
+        -32021 unless the request declares the extension (before any lookup), then the
+        task its principal owns (-32602 for an unknown, expired or another's id)
+
+Every answer is `resultType: "complete"` except `CreateTaskResult` (`"task"`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from starlette.types import Scope
+
+from mcp_asgi._loggers import tasks_logger as logger
+from mcp_asgi.input.asking import Asking
+from mcp_asgi.input.request_state import digest, principal_of
+from mcp_asgi.lifecycle.cancel import CancelReason
+from mcp_asgi.protocol.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    MISSING_CLIENT_CAPABILITY,
+    JsonObject,
+    McpError,
+)
+from mcp_asgi.protocol.request import TASKS_EXTENSION, McpRequest
+from mcp_asgi.server.context import Context
+from mcp_asgi.server.mcp_server import SERVER_INFO_KEY, McpServer, ResultOptions
+from mcp_asgi.server.methods import missing_tasks_extension
+from mcp_asgi.tasks.record import TaskRecord
+from mcp_asgi.tasks.supervisor import TaskSupervisor
+
+Method = Callable[[McpRequest, Context, ResultOptions], Awaitable[JsonObject]]
+
+
+class TaskMethods:
+    """Routes the requests the Tasks extension changes; the rest is the server's."""
+
+    def __init__(self, server: McpServer, supervisor: TaskSupervisor, *, window: float) -> None:
+        self._server = server
+        self._supervisor = supervisor
+        self._window = window
+
+    def route(
+        self, request: McpRequest, asgi_scope: Scope, *, body: bytes, inputs: Asking | None
+    ) -> Method | None:
+        """The method that answers `request` if the extension has a say in it, else None."""
+        method = request.method
+        if method == "tools/call":
+            if self._server.task_policy(str(request.params.get("name"))) == "never":
+                return None
+            return lambda r, ctx, options: self._call_tool(
+                r, ctx, options, asgi_scope, body, inputs
+            )
+        owner = _owner(asgi_scope)
+        if method == "tasks/get":
+            return lambda r, ctx, options: self._get(r, owner)
+        if method == "tasks/update":
+            return lambda r, ctx, options: self._update(r, owner)
+        if method == "tasks/cancel":
+            return lambda r, ctx, options: self._cancel(r, owner)
+        return None
+
+    # -- tools/call -------------------------------------------------------------------
+
+    async def _call_tool(
+        self,
+        request: McpRequest,
+        ctx: Context,
+        options: ResultOptions,
+        asgi_scope: Scope,
+        body: bytes,
+        inputs: Asking | None,
+    ) -> JsonObject:
+        name = str(request.params["name"])
+        policy = self._server.task_policy(name)
+        if not declares_tasks(request):
+            if policy == "required":
+                raise missing_tasks_extension(name)
+            return await self._server.dispatch(request, ctx, options)
+        supervisor = self._supervisor
+        if not supervisor.running:
+            if policy == "required":
+                raise McpError(
+                    INTERNAL_ERROR,
+                    "Internal error: tasks run inside the app's lifespan, which has not started",
+                )
+            return await self._server.dispatch(request, ctx, options)
+        run = supervisor.start(
+            asgi_scope, request, body=body, round=inputs, dispatch=self._server.dispatch
+        )
+        try:
+            with anyio.move_on_after(self._window):
+                await run.decide.wait()  # done, or ctx.start_task()
+        except anyio.get_cancelled_exc_class():
+            run.cancel(ctx.cancel_reason or CancelReason.CLIENT_DISCONNECT)  # no task yet
+            raise
+        if run.done.is_set():
+            finished = run.scope.record()
+            result = finished.result
+            if result is not None and result.get("resultType") == "input_required":
+                return result  # an MRTR round before the task: the client answers, retries
+            if policy == "optional":
+                if finished.error is not None:
+                    raise finished.error
+                if result is None:
+                    raise McpError(INTERNAL_ERROR, "Internal error")
+                return result
+        run.promoted = True
+        record = supervisor.new_record(run, _owner(asgi_scope), name)
+        with anyio.CancelScope(shield=True):  # once stored, the task is the client's
+            try:
+                stored = await supervisor.registry.create(record)
+            except Exception:
+                logger.exception("could not store a new task")
+                stored = False
+            if stored:
+                run.record = record
+            run.stored.set()
+        if not stored:
+            run.cancel(CancelReason.TASK_CANCELLED)
+            raise McpError(INTERNAL_ERROR, "Internal error: the task could not be stored")
+        return self._answer({**record.task(), "resultType": "task"})
+
+    # -- tasks/* ------------------------------------------------------------------------
+
+    async def _get(self, request: McpRequest, owner: str | None) -> JsonObject:
+        record = await self._find(request, owner)
+        return self._answer(record.detailed())
+
+    async def _update(self, request: McpRequest, owner: str | None) -> JsonObject:
+        record = await self._find(request, owner)
+        responses = request.params.get("inputResponses")
+        if not isinstance(responses, dict):
+            raise McpError(INVALID_PARAMS, "Invalid params: 'inputResponses' must be an object")
+        applied: list[str] = []
+
+        def deliver(current: TaskRecord) -> bool:
+            applied.clear()
+            for key, response in responses.items():
+                if key in current.input_requests and isinstance(response, dict):
+                    del current.input_requests[key]
+                    current.answers[key] = response
+                    applied.append(key)
+            if applied and not current.input_requests and current.status == "input_required":
+                current.status = "working"
+            return bool(applied)
+
+        if not record.terminal:
+            changed = await self._supervisor.registry.change(record.id, deliver)
+            if applied and changed is not None:
+                await self._signal(changed)
+        return self._answer({})  # unknown and answered keys are acknowledged, ignored
+
+    async def _cancel(self, request: McpRequest, owner: str | None) -> JsonObject:
+        record = await self._find(request, owner)
+
+        def ask_to_cancel(current: TaskRecord) -> bool:
+            if current.terminal or current.cancel_requested:
+                return False
+            current.cancel_requested = True
+            return True
+
+        if not record.terminal:
+            changed = await self._supervisor.registry.change(record.id, ask_to_cancel)
+            if changed is not None and not changed.terminal:
+                await self._signal(changed)
+        return self._answer({})  # the same acknowledgement for a task already ended
+
+    async def _find(self, request: McpRequest, owner: str | None) -> TaskRecord:
+        if not declares_tasks(request):  # before any lookup
+            raise McpError(
+                MISSING_CLIENT_CAPABILITY,
+                f"Missing required client capability: extensions.{TASKS_EXTENSION} "
+                "(declare it in _meta io.modelcontextprotocol/clientCapabilities)",
+                {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+            )
+        record = await self._supervisor.registry.find(str(request.params["taskId"]), owner)
+        if record is None:
+            raise McpError(INVALID_PARAMS, "Invalid params: unknown task (or expired)")
+        return record
+
+    async def _signal(self, record: TaskRecord) -> None:
+        """Tell the replica running the task: at once if it is this one, else by the
+        store's channel (the renewal re-reads the record if that is lost)."""
+        if record.worker == self._supervisor.worker:
+            self._supervisor.poke(record.id)
+        else:
+            await self._supervisor.registry.signal(record)
+
+    def _answer(self, result: JsonObject) -> JsonObject:
+        result.setdefault("resultType", "complete")
+        result["_meta"] = {SERVER_INFO_KEY: self._server.server_info}
+        return result
+
+
+def declares_tasks(request: McpRequest) -> bool:
+    """Whether this request's own `_meta` client capabilities declare the extension."""
+    extensions: Any = request.client_capabilities.get("extensions")
+    return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
+
+
+def _owner(asgi_scope: Scope) -> str | None:
+    """Whom a task belongs to: a digest of the authenticated principal, or None (then the
+    task id, unguessable, is the only key)."""
+    principal = principal_of(asgi_scope)
+    return digest(principal) if principal is not None else None

@@ -1,0 +1,260 @@
+"""`TaskSupervisor`: runs the work of tasks in this process, outside any HTTP request.
+
+    running()   the app's lifespan: a task group for the work, a listener on this
+                replica's signal channel, and the lease renewal loop
+    start()     a task-capable call's work under its own RequestScope (no connection:
+                a disconnect of the creating request cannot reach it)
+    _renew      every lease/3: renew each running task's lease, and read its record: a
+                cancel recorded there (tasks/cancel on any replica) cancels the work with
+                `task_cancelled`, answers wake the handler, a record gone (TTL) cancels
+                with `timeout` — so a lost signal delays a cancel by one renewal at most
+    shutdown    `server_shutdown` for every running task; each ends `failed` saying so
+
+Cancellation goes through the scope (`RequestScope.cancel`): async handlers, thread
+tokens, subprocess groups, grace and orphans, the cancellation log and span, as for every
+request.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import anyio
+from anyio.abc import TaskGroup
+from starlette.types import Message, Scope
+
+from mcp_asgi._loggers import tasks_logger as logger
+from mcp_asgi.http.reply import ReplyWriter
+from mcp_asgi.input.asking import Asking
+from mcp_asgi.lifecycle.cancel import CancelReason
+from mcp_asgi.lifecycle.scope import RequestScope
+from mcp_asgi.protocol.jsonrpc import JsonObject
+from mcp_asgi.protocol.request import McpRequest
+from mcp_asgi.server.context import Context
+from mcp_asgi.server.mcp_server import McpServer, ResultOptions
+from mcp_asgi.settings import McpSettings
+from mcp_asgi.tasks.input import TaskInput
+from mcp_asgi.tasks.record import TaskRecord
+from mcp_asgi.tasks.registry import TaskRegistry, worker_channel
+from mcp_asgi.tasks.run import TaskRun
+from mcp_asgi.telemetry import Telemetry
+
+Dispatch = Callable[[McpRequest, Context, ResultOptions], Awaitable[JsonObject]]
+
+
+class TaskSupervisor:
+    """The tasks this process runs (a replica's share of the registry's tasks)."""
+
+    def __init__(
+        self,
+        server: McpServer,
+        registry: TaskRegistry,
+        settings: McpSettings,
+        telemetry: Telemetry,
+        options: ResultOptions,
+    ) -> None:
+        self.worker = secrets.token_hex(8)
+        """This replica's name in task records (its signal channel)."""
+        self.registry = registry
+        self._server = server
+        self._settings = settings
+        self._telemetry = telemetry
+        self._options = options
+        self._runs: dict[str, TaskRun] = {}
+        self._group: TaskGroup | None = None
+
+    @property
+    def running(self) -> bool:
+        """Whether tasks can be started (inside the app's lifespan)."""
+        return self._group is not None
+
+    def __len__(self) -> int:
+        """How many tasks' work runs in this process."""
+        return len(self._runs)
+
+    @asynccontextmanager
+    async def run_tasks(self) -> AsyncIterator[None]:
+        """Run tasks for as long as the block lasts (the middleware: the app's lifespan);
+        at its end, every task still running is cancelled (`server_shutdown`)."""
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._listen)
+            group.start_soon(self._renew)
+            self._group = group
+            try:
+                yield
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self.shutdown()
+                self._group = None
+                group.cancel_scope.cancel()
+
+    # -- starting work ----------------------------------------------------------------
+
+    def start(
+        self,
+        asgi_scope: Scope,
+        request: McpRequest,
+        *,
+        body: bytes,
+        round: Asking | None,
+        dispatch: Dispatch,
+    ) -> TaskRun:
+        """Start a task-capable call's work now, under its own scope; it is promoted to a
+        task (or not) by the caller."""
+        if self._group is None:
+            raise RuntimeError("tasks run only inside the app's lifespan")
+        task_id = secrets.token_urlsafe(24)  # 192 random bits, header-safe
+        settings = self._settings
+        scope = RequestScope(
+            request,
+            ReplyWriter(_discard, "json"),  # nobody reads a task's reply: it is stored
+            timeout=_min(settings.max_task_duration, self.ttl),
+            cancel_grace=settings.cancel_grace,
+            keepalive_interval=0,
+            observer=self._telemetry.begin(asgi_scope, request),
+            cancel_on_disconnect=False,
+        )
+        run = TaskRun(task_id, request, scope, self.registry)
+        ctx = Context(
+            scope,
+            progress_min_interval=settings.progress_min_interval,
+            process_kill_grace=settings.process_kill_grace,
+            cancel_grace=settings.cancel_grace,
+            inputs=TaskInput(request, round, run),
+            asgi_scope=asgi_scope,
+            body=body,
+            task_id=task_id,
+            start_task=run.start_task,
+        )
+        self._runs[task_id] = run
+        self._group.start_soon(self._work, run, ctx, dispatch)
+        return run
+
+    @property
+    def ttl(self) -> float | None:
+        """The TTL a new task gets: `task_ttl`, capped by `max_task_ttl`."""
+        return _min(self._settings.task_ttl, self._settings.max_task_ttl)
+
+    def new_record(self, run: TaskRun, owner: str | None, tool: str) -> TaskRecord:
+        """The record of a call promoted now (its outcome already in, if it is done)."""
+        now = self.registry.clock()
+        record = TaskRecord(
+            id=run.id,
+            owner=owner,
+            tool=tool,
+            status="working",
+            created=now,
+            updated=now,
+            ttl=self.ttl,
+            poll_interval_ms=max(1, round(self._settings.task_poll_interval * 1000)),
+            worker=self.worker,
+            lease=now + self._settings.task_lease,
+        )
+        if run.done.is_set():
+            run.apply_outcome(record)
+            run.final_written = True
+        return record
+
+    async def _work(self, run: TaskRun, ctx: Context, dispatch: Dispatch) -> None:
+        try:
+            await run.scope.run(
+                _never_disconnects, lambda: dispatch(run.request, ctx, self._options)
+            )
+        except Exception:
+            logger.exception("a task's scope failed")
+        finally:
+            run.done.set()
+            run.decide.set()
+        try:
+            if run.promoted:
+                await run.stored.wait()
+                if run.record is not None and not run.final_written:
+                    run.final_written = True
+                    with anyio.CancelScope(shield=True):
+                        await self.registry.change(run.id, run.apply_outcome)
+        except Exception:
+            logger.exception("could not store a task's outcome")
+        finally:
+            self._runs.pop(run.id, None)
+            run.settled.set()
+
+    # -- signals ----------------------------------------------------------------------
+
+    def poke(self, task_id: str) -> None:
+        """A record of ours changed (a cancel or answers recorded here): look at it now."""
+        if task_id in self._runs and self._group is not None:
+            self._group.start_soon(self._check, task_id)
+
+    async def _check(self, task_id: str, *, renew: bool = False) -> None:
+        run = self._runs.get(task_id)
+        if run is None or run.record is None or run.done.is_set():
+            return
+        lease = self._settings.task_lease
+
+        def extend(record: TaskRecord) -> bool:
+            if record.terminal:
+                return False
+            record.lease = self.registry.clock() + lease
+            return True
+
+        if renew:
+            record = await self.registry.change(task_id, extend)
+        else:
+            record = await self.registry.load(task_id)
+        if record is None or record.terminal:
+            run.cancel(CancelReason.TIMEOUT)  # its TTL ended (or it was given up as lost)
+        elif record.cancel_requested:
+            run.cancel(CancelReason.TASK_CANCELLED)
+        else:
+            run.wake()
+
+    async def _listen(self) -> None:
+        """Hear this replica's signals; a broken subscription is opened again."""
+        while True:
+            try:
+                async with self.registry.store.subscribe(worker_channel(self.worker)) as messages:
+                    async for data in messages:
+                        await self._check(data.decode())
+            except Exception:
+                logger.warning("task signal channel failed; listening again", exc_info=True)
+            await anyio.sleep(1.0)
+
+    async def _renew(self) -> None:
+        """Renew the leases of running tasks, and read their records, every lease/3."""
+        while True:
+            await anyio.sleep(self._settings.task_lease / 3)
+            for task_id in list(self._runs):
+                try:
+                    await self._check(task_id, renew=True)
+                except Exception:
+                    logger.warning("could not renew a task's lease", exc_info=True)
+
+    # -- shutdown ---------------------------------------------------------------------
+
+    async def shutdown(self) -> None:
+        """Cancel every running task (`server_shutdown`) and wait, bounded by the cancel
+        grace period, for their outcomes to be stored."""
+        runs = list(self._runs.values())
+        for run in runs:
+            run.cancel(CancelReason.SERVER_SHUTDOWN)
+        with anyio.move_on_after(self._settings.cancel_grace + 1.0):
+            for run in runs:
+                await run.settled.wait()
+
+
+async def _discard(message: Message) -> None:
+    """A task's reply goes nowhere: its outcome is read from its scope."""
+
+
+async def _never_disconnects() -> Message:
+    """A task's `receive`: it has no connection, so nothing ever arrives."""
+    await anyio.sleep_forever()
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _min(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
