@@ -84,6 +84,16 @@ async def test_the_sdk_lists_and_calls_the_routes(shop: tuple[str, Record, Otel]
         assert text(streamed) == "line 0\nline 1\nline 2\n"
 
 
+async def test_a_2025_era_client_gets_them_too(shop: tuple[str, Record, Otel]) -> None:
+    """The SDK in legacy mode (a 2025-era session): the same tools and answers."""
+    url, _, _ = shop
+    async with Client(url, mode="legacy") as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert {"ping", "read_item_items__item_id__get", "tree"} <= names
+        read = await client.call_tool("read_item_items__item_id__get", {"item_id": 1})
+    assert read.structured_content == {"name": "kettle", "price": 25.0, "tags": ["kitchen"]}
+
+
 async def test_dropping_the_call_cancels_the_route(shop: tuple[str, Record, Otel]) -> None:
     """The SDK's call cancelled mid-route closes its stream: the route's work is cancelled
     and its `yield` dependency closed, and the span says client_disconnect."""
