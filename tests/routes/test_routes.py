@@ -306,3 +306,21 @@ async def test_a_starlette_app_with_its_schema() -> None:
     assert tools["hello"]["inputSchema"]["properties"]["who"]["type"] == ["string", "null"]
     result = await call_tool(app, "hello", who="you")
     assert result["structuredContent"] == {"hello": "you"}
+
+
+async def test_the_sources_scopes_filter_the_list_and_refuse_the_call() -> None:
+    """With authorization on, `scopes=` on the routes: a caller without them neither sees
+    nor calls them (403 insufficient_scope); the decorated tool stays."""
+    app, _, _ = mcp_routes_app(
+        Record(), protected=True, routes=AppRoutes(include=["tree"], scopes=["items:admin"])
+    )
+    bob = {"authorization": "Bearer bob-token"}
+    alice = {"authorization": "Bearer alice-token"}
+    listed = await call(app, "tools/list", headers=bob)
+    assert [tool["name"] for tool in listed.result["tools"]] == ["ping"]
+    refused = await call(app, "tools/call", {"name": "tree", "arguments": {}}, headers=bob)
+    assert refused.status == 403
+    allowed = await call(app, "tools/list", headers=alice)
+    assert [tool["name"] for tool in allowed.result["tools"]] == ["ping", "tree"]
+    tree = await call(app, "tools/call", {"name": "tree", "arguments": {}}, headers=alice)
+    assert tree.result["structuredContent"]["label"] == "root"
