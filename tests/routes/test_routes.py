@@ -12,7 +12,9 @@ from fastapi import FastAPI
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from opentelemetry.trace import SpanKind
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.authentication import AuthCredentials, AuthenticationBackend, SimpleUser
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 from starlette.schemas import SchemaGenerator
@@ -20,7 +22,7 @@ from starlette.schemas import SchemaGenerator
 from mcp_asgi import AppRoutes, McpMiddleware, McpServer, McpSettings
 
 from ..helpers import Otel, asgi_request, call, mcp_body, mcp_headers, wait_for
-from .apps import Record, mcp_routes_app
+from .apps import TOKENS, Record, mcp_routes_app
 
 
 async def tools_of(app: Any) -> dict[str, dict[str, Any]]:
@@ -324,3 +326,33 @@ async def test_the_sources_scopes_filter_the_list_and_refuse_the_call() -> None:
     assert [tool["name"] for tool in allowed.result["tools"]] == ["ping", "tree"]
     tree = await call(app, "tools/call", {"name": "tree", "arguments": {}}, headers=alice)
     assert tree.result["structuredContent"]["label"] == "root"
+
+
+class _TokenBackend(AuthenticationBackend):
+    """The host app's authentication middleware: a bearer token of TOKENS."""
+
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, SimpleUser] | None:
+        scheme, _, token = conn.headers.get("authorization", "").partition(" ")
+        principal = TOKENS.get(token) if scheme.lower() == "bearer" else None
+        if principal is None:
+            return None
+        return AuthCredentials(sorted(principal.scopes)), SimpleUser(f"mw:{principal.subject}")
+
+
+async def test_middleware_added_after_mcp_applies_to_the_call() -> None:
+    """The call enters the app at the top of its stack: an authentication middleware added
+    after McpMiddleware (outside it) authenticates the forwarded token."""
+    routes = AppRoutes(include=["whoami"], forward_authorization=True)
+    app, _, _ = mcp_routes_app(Record(), routes=routes)
+    app.add_middleware(AuthenticationMiddleware, backend=_TokenBackend())
+    response = await call(
+        app,
+        "tools/call",
+        {"name": "whoami", "arguments": {}},
+        headers={"authorization": "Bearer alice-token"},
+    )
+    assert response.result["structuredContent"] == {
+        "subject": "alice",
+        "authorization": "Bearer alice-token",
+        "user": "mw:alice",
+    }
