@@ -1,0 +1,161 @@
+"""The task server the tests run: in process (`task_app`, with what each handler saw) and in
+uvicorn worker processes (`from_env`: its settings from MCP_* variables, e.g. the Redis
+store), and a client for the Tasks extension's methods."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from mcp_asgi import CancelReason, CancelToken, Context, McpMiddleware, McpServer, McpSettings
+from mcp_asgi.testing import McpTestClient
+
+TASKS: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+"""The client capabilities of a request that declares the Tasks extension."""
+
+CONFIRM = {"type": "object", "properties": {"confirm": {"type": "boolean"}}}
+
+
+@dataclass
+class Seen:
+    """What the handlers saw, by label: that they started, and the reason they were
+    cancelled with (None: they finished)."""
+
+    reasons: dict[str, CancelReason | None] = field(default_factory=dict)
+    started: dict[str, threading.Event] = field(default_factory=dict)
+
+    def start(self, label: str) -> None:
+        self.started.setdefault(label, threading.Event()).set()
+
+    def event(self, label: str) -> threading.Event:
+        """Set once the handler labelled `label` has started (on the server's thread)."""
+        return self.started.setdefault(label, threading.Event())
+
+
+def task_server(seen: Seen | None = None) -> McpServer:
+    """Tools that run as tasks: async, in a thread, in a subprocess, asking the user."""
+    seen = seen or Seen()
+    server = McpServer("tasks-test")
+
+    @server.tool(task="optional")
+    async def sleepy(seconds: float, label: str, ctx: Context) -> str:
+        """Sleeps, on the event loop"""
+        seen.start(label)
+        try:
+            await anyio.sleep(seconds)
+        finally:
+            seen.reasons[label] = ctx.cancel_reason
+        return f"{label} slept {seconds:g}s"
+
+    @server.tool(task="optional")
+    def threaded(seconds: float, label: str, token: CancelToken) -> str:
+        """Waits on its cancel token, in a worker thread"""
+        seen.start(label)
+        token.wait(seconds)
+        seen.reasons[label] = token.reason
+        token.raise_if_cancelled()
+        return f"{label} waited {seconds:g}s"
+
+    @server.tool(task="optional")
+    async def process(seconds: float, label: str, ctx: Context) -> str:
+        """Sleeps in a subprocess (its process group is stopped on cancel)"""
+        seen.start(label)
+        try:
+            await ctx.run_process([sys.executable, "-c", f"import time; time.sleep({seconds})"])
+        finally:
+            seen.reasons[label] = ctx.cancel_reason
+        return f"{label} ran {seconds:g}s"
+
+    @server.tool(task="required")
+    async def confirm(label: str, ctx: Context) -> str:
+        """A task that asks for a confirmation, then another"""
+        await ctx.start_task()
+        first = await ctx.elicit("Sure?", CONFIRM, key="first")
+        second = await ctx.elicit("Really sure?", CONFIRM, key="second")
+        return f"{label}: {first.action}, {second.action}"
+
+    @server.tool(task="optional")
+    async def sample_later(ctx: Context) -> str:
+        """Asks for a sampling the creating request did not declare"""
+        await ctx.start_task()
+        await ctx.sample("hello", max_tokens=5)
+        return "sampled"
+
+    @server.tool()
+    def now() -> float:
+        """A plain tool"""
+        return time.time()
+
+    return server
+
+
+def task_app(seen: Seen | None = None, **settings: Any) -> McpMiddleware:
+    """The task server behind the middleware, with `settings` (McpSettings fields)."""
+    return McpMiddleware(
+        Starlette(routes=[Route("/", _ok)]),
+        server=task_server(seen),
+        settings=McpSettings(**settings),
+    )
+
+
+async def _ok(request: Request) -> PlainTextResponse:
+    return PlainTextResponse("ok")
+
+
+def from_env() -> McpMiddleware:
+    """The worker processes' app (tests/tasks/worker_app.py): settings from MCP_*."""
+    return McpMiddleware(Starlette(routes=[Route("/", _ok)]), server=task_server())
+
+
+class TaskClient:
+    """A 2026-07-28 client that declares the Tasks extension on every request."""
+
+    def __init__(self, url: str, **capabilities: Any) -> None:
+        self.mcp = McpTestClient(url + "/mcp", capabilities={**TASKS, **capabilities})
+
+    async def call(self, name: str, **arguments: Any) -> dict[str, Any]:
+        """`tools/call`: its result (a CreateTaskResult, or a plain result)."""
+        return await self.mcp.call_tool(name, arguments)
+
+    async def start(self, name: str, **arguments: Any) -> str:
+        """`tools/call` that must create a task: its id."""
+        result = await self.call(name, **arguments)
+        assert result["resultType"] == "task", result
+        return str(result["taskId"])
+
+    async def rpc(self, method: str, task_id: str, **params: Any) -> dict[str, Any]:
+        """A `tasks/*` request: its whole response message."""
+        response = await self.mcp.request(method, {"taskId": task_id, **params})
+        return response.final
+
+    async def get(self, task_id: str) -> dict[str, Any]:
+        final = await self.rpc("tasks/get", task_id)
+        assert "result" in final, final
+        return dict(final["result"])
+
+    async def until_asked(self, task_id: str, key: str, limit: float = 10.0) -> dict[str, Any]:
+        """Poll `tasks/get` until the task asks the question `key`."""
+        with anyio.fail_after(limit):
+            while True:
+                task = await self.get(task_id)
+                if key in task.get("inputRequests", {}):
+                    return task
+                await anyio.sleep(0.05)
+
+    async def until(self, task_id: str, *statuses: str, limit: float = 15.0) -> dict[str, Any]:
+        """Poll `tasks/get` until the status is one of `statuses` (readiness, not timing)."""
+        with anyio.fail_after(limit):
+            while True:
+                task = await self.get(task_id)
+                if task["status"] in statuses:
+                    return task
+                await anyio.sleep(0.05)

@@ -1,0 +1,136 @@
+"""Tasks on a live uvicorn: they outlive their creator's connection, stop only when asked
+(async, thread and subprocess work), ask their user in place, and end at their deadline."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from mcp_asgi import CancelReason
+from mcp_asgi.testing import serve
+
+from ..helpers import CANCEL_LOGGER, eventually, wait_for
+from .apps import Seen, TaskClient, task_app
+
+
+@pytest.fixture
+def seen() -> Seen:
+    return Seen()
+
+
+@pytest.fixture
+def url(seen: Seen) -> Iterator[str]:
+    with serve(task_app(seen), timeout_graceful_shutdown=1) as live:
+        yield live.url
+
+
+async def test_a_task_survives_its_creators_disconnect(url: str, seen: Seen) -> None:
+    """The creating request reads its CreateTaskResult and drops the connection: the work
+    goes on, unaware of it, and completes."""
+    client = TaskClient(url)
+    call = {"name": "sleepy", "arguments": {"seconds": 0.5, "label": "survivor"}}
+    async with client.mcp.stream("tools/call", call) as stream:
+        created = await stream.next_message()
+        assert created is not None
+        await stream.drop()
+    task_id = created["result"]["taskId"]
+    assert created["result"]["resultType"] == "task"
+    done = await client.until(task_id, "completed", "failed", "cancelled")
+    assert done["status"] == "completed"
+    assert done["result"]["content"][0]["text"] == "survivor slept 0.5s"
+    assert seen.reasons["survivor"] is None
+
+
+async def test_a_disconnect_before_the_task_exists_cancels_the_call(seen: Seen) -> None:
+    """Within the result window the call is an ordinary request: its client leaving
+    cancels it (client_disconnect), and no task is ever created."""
+    with serve(task_app(seen, task_result_window=30), timeout_graceful_shutdown=1) as live:
+        client = TaskClient(live.url)
+        call = {"name": "sleepy", "arguments": {"seconds": 30, "label": "early"}}
+        async with client.mcp.stream("tools/call", call) as stream:
+            await wait_for(seen.event("early"))
+            await stream.drop()
+        await eventually(lambda: "early" in seen.reasons, what="the handler to stop")
+    assert seen.reasons["early"] is CancelReason.CLIENT_DISCONNECT
+
+
+@pytest.mark.parametrize("tool", ["sleepy", "threaded", "process"])
+async def test_tasks_cancel_stops_the_work(
+    url: str, seen: Seen, tool: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """tasks/cancel stops async, thread and subprocess work through the request machinery:
+    the handler sees task_cancelled, one cancellation record says so with its latency,
+    and the task ends cancelled; a second cancel gets the same acknowledgement."""
+    caplog.set_level(logging.INFO, logger=CANCEL_LOGGER)
+    client = TaskClient(url)
+    task_id = await client.start(tool, seconds=30, label=tool)
+    await wait_for(seen.event(tool))
+    ack = await client.rpc("tasks/cancel", task_id)
+    assert set(ack["result"]) == {"resultType", "_meta"}
+    assert ack["result"]["resultType"] == "complete"
+    ended = await client.until(task_id, "cancelled", "completed", "failed")
+    assert ended["status"] == "cancelled"
+    assert "result" not in ended
+    assert "error" not in ended
+    await eventually(lambda: tool in seen.reasons, what="the handler to stop")
+    assert seen.reasons[tool] is CancelReason.TASK_CANCELLED
+    records = [r for r in caplog.records if r.name == CANCEL_LOGGER]
+    seen_records = [(getattr(r, "reason", None), getattr(r, "outcome", None)) for r in records]
+    assert seen_records == [("task_cancelled", "exited")]
+    assert getattr(records[0], "latency", None) is not None
+    again = await client.rpc("tasks/cancel", task_id)
+    assert again["result"]["resultType"] == "complete"
+
+
+async def test_a_task_asks_and_waits_in_place(url: str) -> None:
+    """A question puts the task in input_required; tasks/update delivers the answer
+    (unknown keys acknowledged and ignored) and the handler goes on where it waited, to
+    the next question and to the end; an answered key is acknowledged again, ignored."""
+    client = TaskClient(url, elicitation={})
+    task_id = await client.start("confirm", label="asker")
+    first = await client.until(task_id, "input_required")
+    assert list(first["inputRequests"]) == ["first"]
+    assert first["inputRequests"]["first"]["method"] == "elicitation/create"
+    answer = {"action": "accept", "content": {"confirm": True}}
+    ack = await client.rpc("tasks/update", task_id, inputResponses={"first": answer, "nope": {}})
+    assert ack["result"]["resultType"] == "complete"
+    after = await client.get(task_id)
+    assert "first" not in after.get("inputRequests", {})
+    await client.until_asked(task_id, "second")
+    again = await client.rpc("tasks/update", task_id, inputResponses={"first": answer})
+    assert again["result"]["resultType"] == "complete"
+    assert list((await client.get(task_id))["inputRequests"]) == ["second"]
+    await client.rpc("tasks/update", task_id, inputResponses={"second": {"action": "decline"}})
+    done = await client.until(task_id, "completed", "failed")
+    assert done["result"]["content"][0]["text"] == "asker: accept, decline"
+
+
+async def test_a_question_for_an_undeclared_capability_fails_the_task(url: str) -> None:
+    """Questions may use only what the creating request declared: -32021, task failed."""
+    client = TaskClient(url)  # no sampling
+    task_id = await client.start("sample_later")
+    failed = await client.until(task_id, "failed", "completed")
+    assert failed["status"] == "failed"
+    assert failed["error"]["code"] == -32021
+
+
+async def test_max_task_duration_fails_the_task_with_timeout(seen: Seen) -> None:
+    """Past max_task_duration the work is cancelled (timeout) and the task fails saying so."""
+    with serve(task_app(seen, max_task_duration=0.5), timeout_graceful_shutdown=1) as live:
+        client = TaskClient(live.url)
+        task_id = await client.start("sleepy", seconds=30, label="late")
+        failed = await client.until(task_id, "failed", "completed", "cancelled")
+    assert failed["error"]["data"] == {"reason": "timeout"}
+    assert failed["statusMessage"].startswith("Request timed out")
+    assert seen.reasons["late"] is CancelReason.TIMEOUT
+
+
+async def test_server_shutdown_cancels_running_tasks(seen: Seen) -> None:
+    """The app's shutdown cancels the tasks it runs (server_shutdown)."""
+    with serve(task_app(seen), timeout_graceful_shutdown=1) as live:
+        client = TaskClient(live.url)
+        await client.start("sleepy", seconds=30, label="shut")
+        await wait_for(seen.event("shut"))
+    assert seen.reasons["shut"] is CancelReason.SERVER_SHUTDOWN
