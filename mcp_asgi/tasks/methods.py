@@ -123,9 +123,7 @@ class TaskMethods:
             except Exception:
                 logger.exception("could not store a new task")
                 stored = False
-            if stored:
-                run.record = record
-            run.stored.set()
+            run.mark_stored(record if stored else None)
         if not stored:
             run.cancel(CancelReason.TASK_CANCELLED)
             raise McpError(INTERNAL_ERROR, "Internal error: the task could not be stored")

@@ -13,7 +13,6 @@ request; after it, the task goes `input_required` and the handler waits where it
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -24,8 +23,7 @@ from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, JsonObject
 from mcp_asgi.protocol.request import McpRequest
 from mcp_asgi.tasks.record import TaskRecord
 from mcp_asgi.tasks.registry import TaskRegistry
-
-StatusHook = Callable[[str], None]
+from mcp_asgi.telemetry.task_telemetry import TaskTelemetry
 
 
 class TaskRun:
@@ -38,7 +36,7 @@ class TaskRun:
         scope: RequestScope,
         registry: TaskRegistry,
         *,
-        on_status: StatusHook | None = None,
+        telemetry: TaskTelemetry | None = None,
     ) -> None:
         self.id = task_id
         self.request = request
@@ -60,7 +58,7 @@ class TaskRun:
         (`ctx.start_task()`)."""
         self._wake = anyio.Event()
         self._asked: set[str] = set()
-        self._on_status = on_status
+        self._telemetry = telemetry
 
     # -- signals from the supervisor -------------------------------------------------
 
@@ -80,9 +78,17 @@ class TaskRun:
         await self.stored.wait()
         return self.record is not None
 
+    def mark_stored(self, record: TaskRecord | None) -> None:
+        """Promotion is over: `record` stored (a task from now on), or None (it could not)."""
+        self.record = record
+        self.stored.set()
+        if record is not None and self._telemetry is not None:
+            self._telemetry.promoted()
+
     def status_changed(self, status: str) -> None:
-        if self._on_status is not None:
-            self._on_status(status)
+        """The task took `status` while its work runs (a span event)."""
+        if self._telemetry is not None:
+            self._telemetry.status(status)
 
     # -- asking the client, once a task ---------------------------------------------
 

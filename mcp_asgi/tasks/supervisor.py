@@ -29,6 +29,7 @@ from mcp_asgi._loggers import tasks_logger as logger
 from mcp_asgi.http.reply import ReplyWriter
 from mcp_asgi.input.asking import Asking
 from mcp_asgi.lifecycle.cancel import CancelReason
+from mcp_asgi.lifecycle.outcome import ScopeObserver
 from mcp_asgi.lifecycle.scope import RequestScope
 from mcp_asgi.protocol.jsonrpc import JsonObject
 from mcp_asgi.protocol.request import McpRequest
@@ -107,16 +108,17 @@ class TaskSupervisor:
             raise RuntimeError("tasks run only inside the app's lifespan")
         task_id = secrets.token_urlsafe(24)  # 192 random bits, header-safe
         settings = self._settings
+        observer = self._telemetry.begin_task(asgi_scope, request)  # linked to the creator
         scope = RequestScope(
             request,
             ReplyWriter(_discard, "json"),  # nobody reads a task's reply: it is stored
             timeout=_min(settings.max_task_duration, self.ttl),
             cancel_grace=settings.cancel_grace,
             keepalive_interval=0,
-            observer=self._telemetry.begin(asgi_scope, request),
+            observer=observer or ScopeObserver(),
             cancel_on_disconnect=False,
         )
-        run = TaskRun(task_id, request, scope, self.registry)
+        run = TaskRun(task_id, request, scope, self.registry, telemetry=observer)
         ctx = Context(
             scope,
             progress_min_interval=settings.progress_min_interval,

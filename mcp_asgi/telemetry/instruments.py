@@ -34,7 +34,15 @@ def get_meter(meter_provider: metrics.MeterProvider | None) -> metrics.Meter:
 class Instruments:
     """The synchronous instruments of one middleware, made from one meter."""
 
-    __slots__ = ("auth_failures", "cancel_latency", "cancellations", "duration", "orphans")
+    __slots__ = (
+        "auth_failures",
+        "cancel_latency",
+        "cancellations",
+        "duration",
+        "orphans",
+        "tasks_active",
+        "tasks_ended",
+    )
 
     def __init__(self, meter: metrics.Meter) -> None:
         self.duration = meter.create_histogram(
@@ -61,6 +69,12 @@ class Instruments:
             a.AUTH_FAILURES,
             unit="{request}",
             description="Requests refused by authorization (401, 403, 400, 503), by reason.",
+        )
+        self.tasks_active = meter.create_up_down_counter(
+            a.TASKS_ACTIVE, unit="{task}", description="Tasks whose work runs in this process."
+        )
+        self.tasks_ended = meter.create_counter(
+            a.TASKS_ENDED, unit="{task}", description="Tasks ended in this process, by status."
         )
 
 

@@ -40,7 +40,9 @@ SIDE_EFFECT_NAME: Final = "mcp_asgi.side_effect.name"
 AUTH_OUTCOME: Final = "mcp_asgi.auth.outcome"  # bearer | host, or why it was refused
 AUTH_CLIENT_ID: Final = "mcp_asgi.auth.client_id"
 AUTH_FAILURE_REASON: Final = "mcp_asgi.auth.failure.reason"
+TASK_STATUS: Final = "mcp_asgi.task.status"  # a task's status (Tasks extension)
 CANCELLATION_EVENT: Final = "mcp_asgi.cancellation"
+TASK_STATUS_EVENT: Final = "mcp_asgi.task.status"  # a task's status changed
 SIDE_EFFECT_EVENT: Final = "mcp_asgi.side_effect"
 
 # metrics
@@ -52,6 +54,8 @@ REQUESTS_ACTIVE: Final = "mcp_asgi.requests.active"
 BUS_OUTAGES: Final = "mcp_asgi.bus.outages"
 AUTH_FAILURES: Final = "mcp_asgi.auth.failures"
 BUS_DROPPED: Final = "mcp_asgi.bus.dropped"
+TASKS_ACTIVE: Final = "mcp_asgi.tasks.active"  # tasks whose work runs in this process
+TASKS_ENDED: Final = "mcp_asgi.tasks"  # tasks ended here, by final status
 
 DURATION_BUCKETS: Final = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 LATENCY_BUCKETS: Final = (
@@ -103,6 +107,9 @@ KNOWN_METHODS: Final = frozenset(
         "roots/list",
         "sampling/createMessage",
         "server/discover",
+        "tasks/cancel",
+        "tasks/get",
+        "tasks/update",
         "subscriptions/listen",
         "tools/call",
         "tools/list",

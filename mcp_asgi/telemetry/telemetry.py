@@ -22,6 +22,7 @@ from mcp_asgi.telemetry.noop import ContextOnly, ProviderWatch
 from mcp_asgi.telemetry.request_telemetry import RequestTelemetry
 from mcp_asgi.telemetry.span_attributes import SpanShapes, principal_attributes, rejected_span
 from mcp_asgi.telemetry.status import error_reply
+from mcp_asgi.telemetry.task_telemetry import TaskTelemetry
 from mcp_asgi.telemetry.trace_context import ParentContext
 
 __all__ = ["RequestTelemetry", "Telemetry"]
@@ -83,6 +84,15 @@ class Telemetry:
         except Exception:
             self.failed()
             return _NOOP
+
+    def begin_task(self, asgi_scope: Scope, request: McpRequest) -> TaskTelemetry | None:
+        """Start the span of a task's work (call it where the creating request's span is
+        current: it is linked); None if telemetry fails."""
+        try:
+            return TaskTelemetry(self, asgi_scope, request)
+        except Exception:
+            self.failed()
+            return None
 
     def auth_failed(self, reason: str) -> None:
         """Count a request refused by authorization (`mcp_asgi.auth.failures`, by reason)."""

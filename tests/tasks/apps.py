@@ -19,6 +19,8 @@ from starlette.routing import Route
 from mcp_asgi import CancelReason, CancelToken, Context, McpMiddleware, McpServer, McpSettings
 from mcp_asgi.testing import McpTestClient
 
+from ..helpers import Otel
+
 TASKS: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 """The client capabilities of a request that declares the Tasks extension."""
 
@@ -98,12 +100,15 @@ def task_server(seen: Seen | None = None) -> McpServer:
     return server
 
 
-def task_app(seen: Seen | None = None, **settings: Any) -> McpMiddleware:
-    """The task server behind the middleware, with `settings` (McpSettings fields)."""
+def task_app(seen: Seen | None = None, otel: Otel | None = None, **settings: Any) -> McpMiddleware:
+    """The task server behind the middleware, with `settings` (McpSettings fields) and
+    the in-memory telemetry pipeline `otel`."""
     return McpMiddleware(
         Starlette(routes=[Route("/", _ok)]),
         server=task_server(seen),
         settings=McpSettings(**settings),
+        tracer_provider=otel.tracer_provider if otel else None,
+        meter_provider=otel.meter_provider if otel else None,
     )
 
 
