@@ -115,11 +115,13 @@ bench: $(STAMP)  ## the full benchmark run (long): the peers, then every server 
 	$(BIN)/python -m bench.run --rounds 3
 	$(BIN)/python -m bench.stacks --rounds 3
 	$(BIN)/python -m bench.cancel_latency --servers all
+	$(BIN)/python -m bench.tasks
 
 bench-quick: $(STAMP)  ## a few minutes
 	$(BIN)/python -m bench.run --quick
 	$(BIN)/python -m bench.stacks --quick
 	$(BIN)/python -m bench.cancel_latency --quick --servers all
+	$(BIN)/python -m bench.tasks --quick
 
 clean:
 	rm -rf $(VENV) site .mypy_cache .pytest_cache .ruff_cache tests/node/node_modules tests/authserver/node_modules
