@@ -1,0 +1,56 @@
+"""A task is bound to the principal that created it: another principal's tasks/get,
+tasks/update and tasks/cancel see an unknown task (-32602), as for a made-up id."""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.authentication import (
+    AuthCredentials,
+    AuthenticationBackend,
+    BaseUser,
+    SimpleUser,
+)
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import HTTPConnection
+
+from mcp_asgi import McpMiddleware, McpSettings
+from mcp_asgi.testing import serve
+
+from .apps import TaskClient, task_server
+
+
+class HeaderAuth(AuthenticationBackend):
+    """The host app's authentication: `x-user: name`."""
+
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
+        name = conn.headers.get("x-user")
+        return (AuthCredentials([]), SimpleUser(name)) if name else None
+
+
+async def test_another_principal_sees_no_task() -> None:
+    """alice's task is hers: bob gets -32602 for each tasks/* (the same as an unknown id)
+    and the task runs on; alice reads and cancels it."""
+    mcp = McpMiddleware(
+        Starlette(), server=task_server(), settings=McpSettings(auth_host_identity=True)
+    )
+    with serve(mcp_with_auth(mcp), timeout_graceful_shutdown=1) as live:
+        alice, bob = TaskClient(live.url), TaskClient(live.url)
+        alice.mcp.extra_headers["x-user"] = "alice"
+        bob.mcp.extra_headers["x-user"] = "bob"
+        task_id = await alice.start("sleepy", seconds=30, label="hers")
+        for method, params in [
+            ("tasks/get", {}),
+            ("tasks/update", {"inputResponses": {}}),
+            ("tasks/cancel", {}),
+        ]:
+            refused = await bob.rpc(method, task_id, **params)
+            assert refused["error"]["code"] == -32602, (method, refused)
+            assert task_id not in refused["error"]["message"]
+        assert (await alice.get(task_id))["status"] == "working"
+        await alice.rpc("tasks/cancel", task_id)
+        assert (await alice.until(task_id, "cancelled"))["status"] == "cancelled"
+
+
+def mcp_with_auth(mcp: McpMiddleware) -> AuthenticationMiddleware:
+    """The host's authentication in front of the MCP endpoint (it sets scope["user"])."""
+    return AuthenticationMiddleware(mcp, backend=HeaderAuth())
