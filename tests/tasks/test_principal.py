@@ -38,11 +38,12 @@ async def test_another_principal_sees_no_task() -> None:
         alice.mcp.extra_headers["x-user"] = "alice"
         bob.mcp.extra_headers["x-user"] = "bob"
         task_id = await alice.start("sleepy", seconds=30, label="hers")
-        for method, params in [
+        calls: list[tuple[str, dict[str, object]]] = [
             ("tasks/get", {}),
             ("tasks/update", {"inputResponses": {}}),
             ("tasks/cancel", {}),
-        ]:
+        ]
+        for method, params in calls:
             refused = await bob.rpc(method, task_id, **params)
             assert refused["error"]["code"] == -32602, (method, refused)
             assert task_id not in refused["error"]["message"]
