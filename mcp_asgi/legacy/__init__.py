@@ -2,8 +2,10 @@
 
 `era` tells the eras apart, `sessions` holds the `Mcp-Session-Id` sessions, `endpoint`
 serves their POSTs, GET streams and DELETEs, `methods` adapts methods and results, `stream`
-is the GET stream. Sits above the server (it dispatches to it) and below the middleware. See
-docs/compatibility.md.
+is the GET stream (`notify` what it carries, `parked` its notifications logged while its
+client is away), `resumable`/`resume` the event logs and `Last-Event-ID`, `outbound` the
+server's own requests to the client, `shared` sessions across replicas. Sits above the
+server (it dispatches to it) and below the middleware. See docs/compatibility.md.
 """
 
 from mcp_asgi.legacy.endpoint import LegacyEndpoint

@@ -17,8 +17,8 @@ run requests the same way.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractContextManager, asynccontextmanager
 from typing import Protocol
 
 import anyio
@@ -33,6 +33,7 @@ from mcp_asgi.input.live import LiveInput
 from mcp_asgi.legacy import methods as _methods
 from mcp_asgi.legacy.era import LEGACY_VERSIONS, negotiate_version
 from mcp_asgi.legacy.outbound import Outbound, Replies
+from mcp_asgi.legacy.parked import ParkedStreams
 from mcp_asgi.legacy.resumable import EventLog, LogSettings, ResumableWriter
 from mcp_asgi.legacy.resume import serve_resumed
 from mcp_asgi.legacy.sessions import LegacySession, Release, SessionBounds, SessionStore
@@ -121,6 +122,7 @@ class LegacyEndpoint:
             retry_ms=round(settings.legacy_sse_retry * 1000),
         )
         self._input_timeout = settings.legacy_input_timeout
+        self._parked = ParkedStreams(park_for=settings.legacy_resume_ttl)
 
     # -- entry points (the middleware has checked method, Origin, body, Accept) ----------
 
@@ -202,6 +204,13 @@ class LegacyEndpoint:
                 406, INVALID_REQUEST, "Not Acceptable: Accept must admit text/event-stream"
             )
         resumed = self._resumed(asgi_scope, session)  # 400: an unknown Last-Event-ID
+        if resumed is not None and resumed[0].kind == "r" and not await resumed[0].exists():
+            raise ProtocolError(
+                404,
+                INVALID_REQUEST,
+                "Not Found: Last-Event-ID names a stream that is unknown or has expired "
+                "(legacy_resume_ttl)",
+            )
         held = self._limits.hold("listen_streams", client_key(asgi_scope))  # 429
         self.sessions.prove(session)
         send = _send_with_session_id(send, session.id)
@@ -225,14 +234,20 @@ class LegacyEndpoint:
                 keepalive_interval=self._keepalive,
                 log=log,
                 replay_after=resumed[1] if resumed else None,
+                prime=resumed is None and session.protocol_version >= "2025-11-25",
+                parked=self._parked,
+                opened=lambda: self.shared.stream_opened(session),
             )
         finally:
             held.release()
 
-    def running(self) -> AbstractAsyncContextManager[None]:
-        """Hear the other replicas' cancels and session ends (with a shared store), for as
-        long as the app runs (its lifespan)."""
-        return self.shared.running()
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Hear the other replicas' cancels and session ends (with a shared store), and log
+        the notifications of GET streams whose client is away, for as long as the app runs
+        (its lifespan)."""
+        async with self.shared.running(), self._parked.running():
+            yield
 
     def close_all(self) -> None:
         """End every session (shutdown)."""

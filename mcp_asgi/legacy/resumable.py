@@ -15,8 +15,10 @@ request runs on and its events are still logged; a GET with `Last-Event-ID` (on 
 replica, with a shared store) replays what followed that event, in order and once, then
 follows the log until the request's final response (`serve_resumed`). The log of a stream
 is `events:<session id>:<stream id>`, bounded (`legacy_resume_events`) and expiring
-(`legacy_resume_ttl` after its last event). A stream id starting with `r` is a request's,
-with `g` a GET stream's.
+(`legacy_resume_ttl` after its last event); a request's log is marked finished
+(`events:…:done`) with its last event, so a GET resuming from that event ends at once. A
+stream id starting with `r` is a request's, with `g` a GET stream's (whose log has no end:
+the next GET stream of the session goes on with it).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class EventLog:
         self.settings = settings
         self._store = store
         self._name = f"events:{session_id}:{stream_id}"
+        self._done = f"{self._name}:done"  # set with the request's last event
 
     @classmethod
     def new(cls, store: StateStore, session_id: str, kind: Kind, settings: LogSettings) -> EventLog:
@@ -89,21 +92,36 @@ class EventLog:
 
     async def append(self, body: bytes, *, final: bool = False) -> str:
         """Log one message (the request's response when `final`); its event id."""
-        return self.event_id(await self._append((_FINAL if final else _MESSAGE) + body))
+        position = await self._append((_FINAL if final else _MESSAGE) + body)
+        if final:
+            await self._finished()
+        return self.event_id(position)
 
     async def end(self) -> None:
         """Mark the end of a request that has no response (a follower stops)."""
         await self._append(_END)
+        await self._finished()
 
     async def exists(self) -> bool:
+        """Whether the log holds anything (not expired, and once written)."""
         return bool(await self._store.read(self._name, START, limit=1))
+
+    async def finished(self) -> bool:
+        """Whether the request's last event (its response, or the end of a cancelled
+        request) is in the log."""
+        return await self._store.get(self._done) is not None
 
     async def follow(
         self, after: str, *, wait: float
     ) -> AsyncIterator[tuple[str, bytes | None, bool]]:
         """The events after `after`, then each new one as it comes: (event id, the message,
         whether it is the last of a request's stream). Yields (.., None, False) when
-        nothing came within `wait` seconds (time for a keep-alive)."""
+        nothing came within `wait` seconds (time for a keep-alive). When nothing follows
+        `after` in a request's log that is finished (`after` is its last event), the
+        request's end at once."""
+        if not await self._store.read(self._name, after, limit=1) and await self.finished():
+            yield self.event_id(after), b"", True
+            return
         while True:
             entries = await self._store.read(self._name, after, wait=wait)
             if not entries:
@@ -122,6 +140,9 @@ class EventLog:
     async def _append(self, data: bytes) -> str:
         s = self.settings
         return await self._store.append(self._name, data, max_len=s.max_events, ttl=s.ttl)
+
+    async def _finished(self) -> None:
+        await self._store.set(self._done, b"1", ttl=self.settings.ttl)
 
 
 def priming(event_id: str, retry_ms: int) -> bytes:
@@ -256,6 +277,6 @@ class ResumableWriter(ReplyWriter):
     async def _end_log(self) -> None:
         with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
             async with self._order:
-                if self._started_log and not self._final:
+                if self._started_log and not self._final and self._log.kind == "r":
                     self._final = True
                     await self._log.end()

@@ -52,6 +52,20 @@ class SessionBounds:
     max_bytes: int = 1024 * 1024
 
 
+class StreamTurn:
+    """One GET stream's turn as the session's stream (live, or logging while its client is
+    away): `replaced` is set when a newer stream takes over, `done` when this one has
+    stopped logging; `events` is its subscription to the bus (the next stream takes over
+    what is left unread in it)."""
+
+    __slots__ = ("done", "events", "replaced")
+
+    def __init__(self, events: Any = None) -> None:
+        self.events = events
+        self.replaced = anyio.Event()
+        self.done = anyio.Event()
+
+
 class LegacySession:
     """One 2025-era session: what `initialize` negotiated, and what is open on it."""
 
@@ -85,7 +99,7 @@ class LegacySession:
         self._last_used = clock()
         self._open = 0
         self._requests: dict[RequestId, RequestScope] = {}
-        self._stream: anyio.Event | None = None
+        self._stream: StreamTurn | None = None
 
     # -- use ---------------------------------------------------------------------------
 
@@ -153,13 +167,16 @@ class LegacySession:
 
     # -- the GET stream ----------------------------------------------------------------
 
-    def open_stream(self) -> anyio.Event:
-        """Make a new GET stream the session's only one: the event returned is set when a
-        newer stream replaces it (a message is never sent on two streams)."""
-        if self._stream is not None:
-            self._stream.set()
-        self._stream = anyio.Event()
-        return self._stream
+    def open_stream(self, events: Any = None) -> tuple[StreamTurn, StreamTurn | None]:
+        """Make a new GET stream the session's only one (a message is never sent on two
+        streams): its turn, and the turn it replaces (now `replaced`), if any. `events`:
+        the new stream's subscription to the bus, whose unread events the next stream
+        takes over."""
+        previous = self._stream
+        self._stream = StreamTurn(events)
+        if previous is not None:
+            previous.replaced.set()
+        return self._stream, previous
 
     # -- the end -----------------------------------------------------------------------
 

@@ -7,6 +7,8 @@
     replica B: a request naming <id> ─► not known here ─► the record ─► adopted
     replica B: notifications/cancelled, DELETE ─► sessions:control ─► every replica
                cancels the request / ends the session where it runs
+    replica B: a GET stream opens ─► sessions:control ─► the other replicas end theirs
+               (live, or logging for a client that went away: legacy.parked)
 
 A replica that does not know a session and finds no record answers 404 (the client
 initializes again). Without a shared store (memory) nothing here runs: sessions live in
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Final
@@ -41,6 +44,7 @@ class SharedSessions:
         self._store = store
         self._sessions = sessions
         self._touched: dict[str, float] = {}
+        self._me = secrets.token_hex(8)  # this replica, in what it publishes
 
     @property
     def active(self) -> bool:
@@ -102,6 +106,11 @@ class SharedSessions:
         if self.active and is_request_id(request_id):
             await self._publish("cancel", session, request=request_id)
 
+    async def stream_opened(self, session: LegacySession) -> None:
+        """A GET stream of the session opened here: the other replicas end theirs."""
+        if self.active:
+            await self._publish("stream", session)
+
     async def close(self, session: LegacySession) -> None:
         """End the session everywhere: its record goes, every replica ends it."""
         self._touched.pop(session.id, None)
@@ -145,9 +154,18 @@ class SharedSessions:
             session.cancel(message.get("request"))
         elif message.get("op") == "close":
             self._sessions.close(session)
+        elif message.get("op") == "stream" and message.get("from") != self._me:
+            turn, _ = session.open_stream()  # the other replica's stream is the session's now
+            turn.done.set()
 
     async def _publish(self, op: str, session: LegacySession, **fields: Any) -> None:
-        message = {"op": op, "session": session.id, "principal": session.principal, **fields}
+        message = {
+            "op": op,
+            "session": session.id,
+            "principal": session.principal,
+            "from": self._me,
+            **fields,
+        }
         await self._store.publish(CONTROL, json.dumps(message).encode())
 
     @property

@@ -2,33 +2,38 @@
 
 The session's one stream (a newer GET replaces it) carries list changes, and updates of
 the resources the session subscribed to, as `event: message` SSE events with ids, logged
-first (legacy.resumable); keep-alive comments in between. A GET whose `Last-Event-ID` names
-such a stream gets what the log holds after that event, then the stream goes on live with
-the same log. It ends when the client goes, the session ends, or a newer stream replaces
-it.
+first (legacy.resumable); keep-alive comments in between. A new stream of a 2025-11-25
+client opens with a priming event (an id, `retry`, empty data), so that even a stream cut
+before its first notification can be resumed. A GET whose `Last-Event-ID` names such a
+stream gets what the log holds after that event, then the stream goes on live with the
+same log.
+
+::
+
+    subscribe to the bus ─► take over what the previous stream left unread, wait until it
+    has stopped logging ─► [replay the log] ─► live: notifications, keep-alives ─►
+      the client goes  ─► parked (legacy.parked): its notifications still logged
+      session ends, a newer stream replaces this one ─► end
+
+Nothing is lost between two streams of a session: the next one takes over the unread
+events of the previous one's subscription at the moment it subscribes itself.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Final
 
 import anyio
 from starlette.types import Receive, Send
 
-from mcp_asgi.bus.in_process import ChangeEvent, ChangeKind, NotificationBus
+from mcp_asgi.bus.in_process import ChangeEvent, NotificationBus
+from mcp_asgi.legacy.notify import notification, unread
+from mcp_asgi.legacy.parked import ParkedStreams
 from mcp_asgi.legacy.resumable import EventLog, ResumableWriter
-from mcp_asgi.legacy.sessions import LegacySession
-from mcp_asgi.protocol import jsonrpc
-from mcp_asgi.protocol.jsonrpc import JsonObject
+from mcp_asgi.legacy.sessions import LegacySession, StreamTurn
 
-_METHODS: Final[dict[ChangeKind, str]] = {
-    "tools_list_changed": "notifications/tools/list_changed",
-    "prompts_list_changed": "notifications/prompts/list_changed",
-    "resources_list_changed": "notifications/resources/list_changed",
-    "resource_updated": "notifications/resources/updated",
-}
+__all__ = ["notification", "serve_stream"]
 
 
 async def serve_stream(
@@ -40,53 +45,110 @@ async def serve_stream(
     keepalive_interval: float,
     log: EventLog,
     replay_after: str | None = None,
+    prime: bool = False,
+    parked: ParkedStreams | None = None,
+    opened: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Serve one GET stream until the client goes, the session ends or a newer stream
-    replaces this one; `replay_after`: first what `log` holds after that position."""
-    replaced = session.open_stream()
+    replaces this one; `replay_after`: first what `log` holds after that position; `prime`:
+    open a new stream with the priming event; `parked`: where the stream goes on logging
+    once its client is away; `opened`: told once the stream is the session's (the other
+    replicas stop logging theirs)."""
     release = session.use()
     if replay_after is None:
-        writer = ResumableWriter(send, "sse", log, prime=False, outlives=False)
+        writer = ResumableWriter(send, "sse", log, prime=prime, outlives=False)
     else:
         writer = ResumableWriter.continuing(send, log)
     try:
         async with bus.subscribe() as events:  # before the headers: nothing slips between
-            if not await writer.keepalive():  # opens the stream
-                return
-            if replay_after is not None and not await _replay(log, replay_after, writer):
-                return
-            async with anyio.create_task_group() as tg:
-
-                async def stop_after(wait: Callable[[], Awaitable[object]]) -> None:
-                    await wait()
-                    tg.cancel_scope.cancel()
-
-                tg.start_soon(stop_after, lambda: _disconnect(receive))
-                tg.start_soon(stop_after, session.closed.wait)
-                tg.start_soon(stop_after, replaced.wait)
-                tg.start_soon(stop_after, lambda: _forward(events, session, writer))
-                tg.start_soon(stop_after, lambda: _keepalive(writer, keepalive_interval))
+            turn, previous = session.open_stream(events)
+            left = unread(previous.events) if previous is not None else []
+            try:
+                if previous is not None:
+                    with anyio.move_on_after(5.0):
+                        await previous.done.wait()  # its last events are in the log
+                if opened is not None:
+                    await opened()
+                if await _run(
+                    session,
+                    receive,
+                    writer,
+                    log,
+                    replay_after,
+                    left,
+                    events,
+                    turn,
+                    keepalive_interval,
+                ):
+                    writer.abandon()
+                    release()  # the session may expire while its client is away
+                    if parked is not None:
+                        await parked.park(session, bus, log, turn)
+            finally:
+                if turn.events is events:  # not parked: this stream has stopped logging
+                    turn.done.set()
         await writer.close()
     finally:
         release()
 
 
-def notification(event: ChangeEvent, session: LegacySession) -> JsonObject | None:
-    """The notification for `event` on this session's stream; None when it did not ask."""
-    if event.kind == "resource_updated":
-        if event.uri is None or event.uri not in session.subscriptions:
-            return None
-        return jsonrpc.notification(_METHODS[event.kind], {"uri": event.uri})
-    return jsonrpc.notification(_METHODS[event.kind], {})
+async def _run(
+    session: LegacySession,
+    receive: Receive,
+    writer: ResumableWriter,
+    log: EventLog,
+    replay_after: str | None,
+    left: list[ChangeEvent],
+    events: AsyncIterator[ChangeEvent],
+    turn: StreamTurn,
+    keepalive_interval: float,
+) -> bool:
+    """The stream while its client is there; whether it ended because the client went."""
+    if not await writer.keepalive():  # opens the stream
+        return True
+    if replay_after is not None and not await _replay(log, replay_after, writer):
+        return True
+    gone = False
+    async with anyio.create_task_group() as tg:
+
+        async def stop_after(wait: Callable[[], Awaitable[object]], client: bool) -> None:
+            nonlocal gone
+            await wait()
+            gone = gone or client
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(stop_after, lambda: _disconnect(receive), True)
+        tg.start_soon(stop_after, session.closed.wait, False)
+        tg.start_soon(stop_after, turn.replaced.wait, False)
+        tg.start_soon(stop_after, lambda: _forward(left, events, session, writer, turn), True)
+        tg.start_soon(stop_after, lambda: _keepalive(writer, keepalive_interval), True)
+    return gone and not session.closed.is_set() and not turn.replaced.is_set()
 
 
 async def _forward(
-    events: AsyncIterator[ChangeEvent], session: LegacySession, writer: ResumableWriter
+    left: list[ChangeEvent],
+    events: AsyncIterator[ChangeEvent],
+    session: LegacySession,
+    writer: ResumableWriter,
+    turn: StreamTurn,
 ) -> None:
-    async for event in events:
-        message = notification(event, session)
-        if message is not None and not await writer.notify(message):
+    """Write (and log) the notifications; an event received once a newer stream took over
+    is that stream's (it subscribed before), so it is left to it."""
+    for event in left:
+        if not await _notify(event, session, writer):
             return
+    async for event in events:
+        if turn.replaced.is_set() or not await _notify(event, session, writer):
+            return
+
+
+async def _notify(event: ChangeEvent, session: LegacySession, writer: ResumableWriter) -> bool:
+    message = notification(event, session)
+    if message is None:
+        return True
+    with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):  # taken: never half-done
+        return await writer.notify(message)
+    return False
 
 
 async def _replay(log: EventLog, after: str, writer: ResumableWriter) -> bool:

@@ -98,8 +98,11 @@ def split_event(buffer: bytes) -> tuple[bytes, bytes, bytes]:
 
 
 def event_data(event: bytes) -> str | None:
+    """An SSE event's data; None when it carries no message (no data, or the empty data of
+    a priming event, which only gives the client an id to resume from)."""
     lines = [ln[5:].lstrip() for ln in event.decode("utf-8").splitlines() if ln.startswith("data:")]
-    return "\n".join(lines) if lines else None
+    data = "\n".join(lines)
+    return data if data.strip() else None
 
 
 def parse_messages(headers: Mapping[str, str], raw: bytes) -> list[dict[str, Any]]:

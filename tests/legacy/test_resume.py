@@ -188,3 +188,96 @@ async def test_a_last_event_id_not_ours_is_400() -> None:
             response = await http.get(url, headers=get_headers(client, "nope"))
     assert response.status_code == 400
     assert response.json()["error"]["code"] == -32600
+
+
+async def test_an_unknown_request_stream_is_404() -> None:
+    """A Last-Event-ID shaped like a request stream's id of this server but naming no log
+    (never written, or expired): 404 with a JSON-RPC error, no stream."""
+    with serve(mcp_app(McpServer("quiet"))) as live:
+        url = live.url + "/mcp"
+        client = await session(url)
+        async with httpx.AsyncClient(timeout=10) as http:
+            response = await http.get(url, headers=get_headers(client, "r" + "0" * 16 + ":1-0"))
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == -32600
+    assert "expired" in response.json()["error"]["message"]
+
+
+async def test_a_get_from_a_requests_final_event_ends_at_once() -> None:
+    """Last-Event-ID naming a request's response (its last event): 200, nothing to replay,
+    and the stream ends at once instead of waiting for events that never come."""
+    with serve(mcp_app(resuming_server(threading.Event(), Probe()))) as live:
+        url = live.url + "/mcp"
+        client = await session(url)
+        body = client.body("tools/call", {"name": "polled"}, progress=True)
+        async with opened(url, client.session_headers(), body) as response:
+            first = await read_events(response)
+        async with opened(url, get_headers(client, first[-2]["id"])) as response:
+            rest = await read_events(response)
+        final = [e for e in rest if e.get("data")][-1]
+        assert "result" in json.loads(final["data"])
+        with anyio.fail_after(3):  # keepalive_interval is 15 s: an open stream would hang
+            async with opened(url, get_headers(client, final["id"])) as response:
+                assert response.status_code == 200
+                assert data(await read_events(response)) == []
+
+
+async def test_notifications_while_no_get_stream_is_connected_are_replayed() -> None:
+    """A 2025-11-25 GET stream opens with a priming event (an id before any notification);
+    its client goes; the notifications raised meanwhile are logged and the GET with that
+    id gets them, in order, then goes on live."""
+    with serve(changing_app(McpServer("quiet"))) as live:
+        url = live.url + "/mcp"
+        client = await session(url)
+        async with opened(url, get_headers(client, None)) as response:
+            async for chunk in response.aiter_text():
+                primed = parse_sse(chunk)
+                break
+        assert primed[0]["data"] == ""
+        assert primed[0]["id"]
+        await anyio.sleep(0.2)  # the server has seen the client go
+        await trigger(live.url, "POST", "/notify/tools")
+        await trigger(live.url, "POST", "/notify/prompts")
+
+        async def announce() -> None:
+            await anyio.sleep(0.2)
+            await trigger(live.url, "POST", "/notify/resources")
+
+        async with (
+            opened(url, get_headers(client, primed[0]["id"])) as response,
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(announce)
+            events = await read_events(response, until=3)
+    assert [m["method"] for m in data(events)] == [
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+    ]
+    assert len({e["id"] for e in events if e.get("data")}) == 3
+
+
+async def test_a_newer_get_stream_takes_over_without_loss() -> None:
+    """Notifications raised around the moment a resumed GET replaces the parked one are
+    each delivered once: none lost, none twice."""
+    with serve(changing_app(McpServer("quiet"))) as live:
+        url = live.url + "/mcp"
+        client = await session(url)
+        async with opened(url, get_headers(client, None)) as response:
+            async for chunk in response.aiter_text():
+                primed = parse_sse(chunk)
+                break
+        await anyio.sleep(0.2)
+
+        async def announce() -> None:
+            for _ in range(10):
+                await trigger(live.url, "POST", "/notify/tools")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(announce)
+            await anyio.sleep(0.01)
+            async with opened(url, get_headers(client, primed[0]["id"])) as response:
+                events = await read_events(response, until=10)
+                tg.cancel_scope.deadline = anyio.current_time() + 5
+    assert len(data(events)) == 10
+    assert len({e["id"] for e in events if e.get("data")}) == 10
