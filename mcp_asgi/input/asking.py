@@ -120,6 +120,11 @@ class Asking:
         answer = await self._ask(key, ROOTS, {}, {"roots": {}})
         return list(answer["roots"])
 
+    async def ping(self) -> bool:
+        """Check that the client answers; False where there is nobody to ping while the
+        request runs (a 2026-07-28 request: ping no longer exists there)."""
+        return False
+
     async def gather(self, *questions: Awaitable[Any]) -> list[Any]:
         """Ask several questions together: the answers in order."""
         raise NotImplementedError

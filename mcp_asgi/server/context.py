@@ -388,6 +388,20 @@ class Context:
         """Ask the client for its roots."""
         return await self._input_round().list_roots(key=key)
 
+    async def ping(self) -> bool:
+        """Check that the client is there and answering. On a 2025-era `tools/call`,
+        `resources/read` or `prompts/get` request this sends `ping` on the request's stream
+        and waits for the client's empty answer: True. It returns False, sending nothing,
+        where nothing can be pinged: a 2026-07-28 request (ping was removed there; the
+        request's open stream is the liveness, and a client that goes cancels it), another
+        method, a task. Like `elicit`, it raises `McpError`: -32001 when the client did not
+        answer within `legacy_input_timeout`, -32603 when the reply is a single JSON body;
+        and a cancel of the request (the client went, cancelled, ended its session) ends
+        the wait with that cancel."""
+        if self._inputs is None:
+            return False
+        return await self._inputs.ping()
+
     async def gather(self, *questions: Awaitable[Any]) -> list[Any]:
         """Ask several questions in one round: `a, b = await ctx.gather(ctx.elicit(...),
         ctx.list_roots())`."""

@@ -41,6 +41,12 @@ def asking_server(probe: Probe) -> McpServer:
         return {"name": person.content.name, "said": said["content"]["text"], "roots": roots}
 
     @server.tool()
+    async def pinged(ctx: Context) -> dict[str, bool]:
+        """Pings the client (2025 era: a request on the call's stream) and says whether it
+        answered."""
+        return {"answered": await ctx.ping()}
+
+    @server.tool()
     async def wait_for_answer(ctx: Context) -> str:
         """Elicits; records why the wait ended."""
         with probe.running(ctx):
@@ -90,6 +96,19 @@ async def test_python_sdk_answers_elicitation_sampling_and_roots() -> None:
     }
 
 
+async def test_the_official_clients_answer_a_ping_and_2026_has_none() -> None:
+    """`ctx.ping()` on a 2025-era call: `ping` goes out on the call's stream and the Python
+    SDK (legacy mode) answers it by itself: True. On a 2026-07-28 call (ping removed)
+    nothing is sent: False."""
+    with serve(mcp_app(asking_server(Probe()))) as live:
+        async with Client(live.url + "/mcp", mode="legacy") as client:
+            legacy = await client.call_tool("pinged", {})
+        async with Client(live.url + "/mcp") as client:
+            modern = await client.call_tool("pinged", {})
+    assert legacy.structured_content == {"answered": True}
+    assert modern.structured_content == {"answered": False}
+
+
 def test_typescript_sdk_1x_answers_elicitation_sampling_and_roots() -> None:
     """The TypeScript SDK 1.x client answers with its request handlers."""
     with serve(mcp_app(asking_server(Probe()))) as live:
@@ -104,6 +123,7 @@ def test_typescript_sdk_1x_answers_elicitation_sampling_and_roots() -> None:
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["asked"] == ["Who are you?", "Say hello", "roots"]
+    assert out["pinged"] == {"answered": True}  # answered by the SDK itself
     assert out["result"] == {
         "name": "Ada",
         "said": "hello",

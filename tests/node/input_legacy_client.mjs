@@ -1,6 +1,7 @@
 // The TypeScript SDK 1.x client answering a 2025-era server's requests: it declares
 // elicitation, sampling and roots, answers each with its handlers, and calls `ask`, whose
-// handler elicits, samples and lists the roots while it runs. Prints one JSON object.
+// handler elicits, samples and lists the roots while it runs, and `pinged`, whose handler
+// pings it. Prints one JSON object.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import {
@@ -30,6 +31,7 @@ client.setRequestHandler(ListRootsRequestSchema, async () => {
 const transport = new StreamableHTTPClientTransport(url);
 await client.connect(transport);
 const result = await client.callTool({ name: "ask", arguments: {} });
+const pinged = await client.callTool({ name: "pinged", arguments: {} }); // ping: answered by the SDK
 await transport.terminateSession();
 await client.close();
-console.log(JSON.stringify({ asked, result: result.structuredContent }));
+console.log(JSON.stringify({ asked, result: result.structuredContent, pinged: pinged.structuredContent }));
