@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 NODE_STAMP := tests/node/node_modules/.installed-stamp
 AUTH_STAMP := tests/authserver/node_modules/.installed-stamp
+DOWNSTREAM_STAMP := tests/downstream/node/node_modules/.installed-stamp
 
 .PHONY: run test test-deps backends e2e package lint typecheck contracts docs docs-strict pytest conformance bench bench-quick format clean fastapi-range
 
@@ -83,7 +84,13 @@ $(AUTH_STAMP): tests/authserver/package.json tests/authserver/package-lock.json
 	npm ci --prefix tests/authserver --no-audit --no-fund
 	touch $(AUTH_STAMP)
 
-pytest: $(STAMP) test-deps $(NODE_STAMP) $(AUTH_STAMP) $(PHOENIX_STAMP)
+# tests/downstream/node from its lockfile: @modelcontextprotocol/server-everything, the
+# reference server tests/downstream mounts and cancels through mcp_asgi
+$(DOWNSTREAM_STAMP): tests/downstream/node/package.json tests/downstream/node/package-lock.json
+	npm ci --prefix tests/downstream/node --no-audit --no-fund
+	touch $(DOWNSTREAM_STAMP)
+
+pytest: $(STAMP) test-deps $(NODE_STAMP) $(AUTH_STAMP) $(DOWNSTREAM_STAMP) $(PHOENIX_STAMP)
 	MCP_ASGI_BACKENDS=required $(BIN)/python -m pytest
 
 conformance: $(STAMP) $(NODE_STAMP)  ## only the official MCP conformance suite (tests/conformance)

@@ -5,7 +5,12 @@ from mcp_asgi._version import __version__
 from mcp_asgi.auth.metadata import ProtectedResourceMetadata
 from mcp_asgi.auth.principal import Principal
 from mcp_asgi.auth.verifier import InvalidToken, TokenVerifier
-from mcp_asgi.downstream import Downstream, DownstreamUnavailable
+from mcp_asgi.downstream import (
+    Downstream,
+    DownstreamInputUnsupported,
+    DownstreamTools,
+    DownstreamUnavailable,
+)
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled
 from mcp_asgi.lifespan import mounted_lifespan
 from mcp_asgi.middleware import McpMiddleware
@@ -39,6 +44,8 @@ __all__ = [
     "ContentBlock",
     "Context",
     "Downstream",
+    "DownstreamInputUnsupported",
+    "DownstreamTools",
     "DownstreamUnavailable",
     "EmbeddedResource",
     "Icon",

@@ -15,7 +15,7 @@ server when the app starts (or at its first request, without a lifespan).
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager, nullcontext
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, nullcontext
 from typing import Protocol
 
 from opentelemetry import metrics, trace
@@ -160,9 +160,15 @@ class McpMiddleware:
             await self._serve_guarded(asgi_scope, receive, send)
         elif asgi_scope["type"] == "lifespan":
             self._attach_bus()
-            # the bus's background work and the tasks' work live here
-            async with self.server.running(), self._tasks.run_tasks(), self._replicas():
-                await self._serve_lifespan(asgi_scope, receive, send)
+            # the bus's background work, the tool sources and the tasks' work live here
+            async with AsyncExitStack() as running:
+                try:
+                    await running.enter_async_context(self.server.running())
+                except ValueError as refused:  # a tool source refused a name already taken
+                    await _startup_failed(refused, receive, send)
+                    return
+                async with self._tasks.run_tasks(), self._replicas():
+                    await self._serve_lifespan(asgi_scope, receive, send)
         elif (
             self._metadata is not None
             and asgi_scope["type"] == "http"
@@ -411,3 +417,11 @@ def _route_path(asgi_scope: Scope) -> str:
     if root and path.startswith(root) and (len(path) == len(root) or path[len(root)] == "/"):
         return path[len(root) :] or "/"
     return path
+
+
+async def _startup_failed(refused: ValueError, receive: Receive, send: Send) -> None:
+    """The server could not start (a tool source refused a name already taken): the ASGI
+    server is told `lifespan.startup.failed` with the reason, and exits saying so."""
+    logger.error("the MCP server cannot start: %s", refused)
+    await receive()  # lifespan.startup
+    await send({"type": "lifespan.startup.failed", "message": str(refused)})

@@ -17,6 +17,8 @@ EXPORTED = [
     "ContentBlock",
     "Context",
     "Downstream",
+    "DownstreamInputUnsupported",
+    "DownstreamTools",
     "DownstreamUnavailable",
     "EmbeddedResource",
     "Icon",

@@ -5,13 +5,21 @@ request's cancellation reaching the request it minted downstream.
              HTTP by URL in either era), its connection kept and restarted with backoff,
              and `call_tool` / `list_tools` from a handler: a CLIENT span under the tool's
              span, the trace context in `_meta`, progress relayed upstream
+    relay    the downstream's input requests (elicitation, sampling, roots) asked of the
+             calling request's client when it can hold them open
+             (`DownstreamInputUnsupported` otherwise)
+    tools    `DownstreamTools`: its tools mounted on an `McpServer` as a tool source
+             (prefix, include/exclude, collisions refused at start, list_changed relayed)
 
 The protocol side is the official MCP Python SDK client (`mcp`, the `downstream` extra),
 which cancels by each transport's rule when the calling task is cancelled (docs/downstream.md).
-Sits above the server (it takes a handler's `Context`); nothing in the package imports it
-but the root re-exports.
+Sits above the server (it takes a handler's `Context`, and `ToolSource`); nothing in the
+package imports it but the root re-exports. It never imports settings, inflight, tasks,
+the endpoints, legacy, telemetry's internals or the middleware.
 """
 
 from mcp_asgi.downstream.client import Downstream, DownstreamUnavailable
+from mcp_asgi.downstream.relay import DownstreamInputUnsupported
+from mcp_asgi.downstream.tools import DownstreamTools
 
-__all__ = ["Downstream", "DownstreamUnavailable"]
+__all__ = ["Downstream", "DownstreamInputUnsupported", "DownstreamTools", "DownstreamUnavailable"]

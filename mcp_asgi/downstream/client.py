@@ -15,14 +15,21 @@ the request's stream), closing the request's stream on 2026-07-28 HTTP. A late d
 result is dropped by the SDK; a downstream that never knew the id ignores the cancel.
 
     supervisor (its own task)   connect ──► ready ──► connection lost ──► backoff ──► connect
+                                (lost: a call saw it break, or a ping every ping_interval
+                                failed; a reconnection tells the tools' listeners)
     call_tool (handler's task)  wait ready (bounded by the timeout) ──► CLIENT span ──► call
                                 connection lost mid-call ──► DownstreamUnavailable (-32603)
+                                an input request it cannot relay ──► DownstreamInputUnsupported
+
+The downstream's input requests (elicitation, sampling, roots) are relayed to the client of
+the calling request (downstream/relay.py); its `notifications/tools/list_changed` reaches
+the listeners of `on_tools_changed` (a `DownstreamTools` mounted on a server).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any, Final
 
@@ -32,6 +39,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from mcp_asgi._loggers import downstream_logger as logger
 from mcp_asgi._version import __version__
+from mcp_asgi.downstream.relay import DownstreamInputUnsupported, InputRelay
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, JsonObject, McpError
 from mcp_asgi.server.context import Context
 from mcp_asgi.telemetry import names as a
@@ -67,6 +75,11 @@ class Downstream:
     - `mode`: the SDK client's era choice: `"auto"` (probe with `server/discover`, fall back
       to `initialize`), `"legacy"` (2025 `initialize`), or `"2026-07-28"`.
     - `tracer_provider`: for the CLIENT spans (default: the global one).
+    - `relay_input`: relay the downstream's elicitation, sampling and roots requests to
+      the calling request's client (default); False: the SDK declines them.
+    - `ping_interval`: seconds between pings while connected (default 5), so
+      a child that died is restarted before the next call needs it; None: no pings (a
+      broken connection is then seen by the next call).
 
     The inbound caller's credentials are never forwarded: an HTTP downstream gets only the
     `headers` configured here.
@@ -82,6 +95,8 @@ class Downstream:
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         tracer_provider: trace.TracerProvider | None = None,
+        relay_input: bool = True,
+        ping_interval: float | None = 5.0,
     ) -> None:
         if not name:
             raise ValueError("a downstream needs a name")
@@ -89,6 +104,8 @@ class Downstream:
             raise ValueError("timeout must be positive")
         if backoff <= 0 or max_backoff < backoff:
             raise ValueError("backoff must be positive and at most max_backoff")
+        if ping_interval is not None and ping_interval <= 0:
+            raise ValueError("ping_interval must be positive (or None)")
         self.name = name
         self.timeout = timeout
         self._target = target
@@ -99,6 +116,10 @@ class Downstream:
             "mcp_asgi", __version__, tracer_provider, schema_url=a.SCHEMA_URL
         )
         self._client: Any = None
+        self._ping_interval = ping_interval
+        self._relay = InputRelay(name)
+        self._relay_input = relay_input
+        self._listeners: list[Callable[[], None]] = []
         self._ready = anyio.Event()
         self._lost = anyio.Event()
         self._entered = False
@@ -134,6 +155,16 @@ class Downstream:
 
     # -- the connection ------------------------------------------------------------------
 
+    @property
+    def running(self) -> bool:
+        """Whether it has been entered (`async with`) and not left yet."""
+        return self._entered
+
+    def on_tools_changed(self, listener: Callable[[], None]) -> None:
+        """Call `listener` when the downstream says its tools changed
+        (`notifications/tools/list_changed`) and after every reconnection."""
+        self._listeners.append(listener)
+
     async def __aenter__(self) -> Downstream:
         if self._entered:
             raise RuntimeError(f"downstream {self.name!r} is already running")
@@ -150,13 +181,17 @@ class Downstream:
 
     async def _supervise(self) -> None:
         failures = 0
+        connected_before = False
         while True:
             try:
                 async with self._connect() as client:
                     failures = 0
                     self._client = client
                     self._ready.set()
-                    await self._lost.wait()
+                    if connected_before:  # a restarted server may offer other tools
+                        self._tools_changed()
+                    connected_before = True
+                    await self._until_lost(client)
                     logger.warning("downstream %r: connection lost; reconnecting", self.name)
             except Exception:
                 logger.warning("downstream %r: cannot connect", self.name, exc_info=True)
@@ -167,13 +202,43 @@ class Downstream:
             failures += 1
             await anyio.sleep(min(self._max_backoff, self._backoff * 2 ** (failures - 1)))
 
+    async def _until_lost(self, client: Any) -> None:
+        """Until a call saw the connection break, or (every `ping_interval`) a ping fails."""
+        interval = self._ping_interval
+        while not self._lost.is_set():
+            with anyio.move_on_after(interval if interval is not None else math.inf):
+                await self._lost.wait()
+            if self._lost.is_set() or interval is None:
+                return
+            try:
+                with anyio.fail_after(interval):
+                    await client.send_ping()
+            except Exception:
+                return
+
     def _connect(self) -> AbstractAsyncContextManager[Any]:
         from mcp import Client
 
         target = self._target
         if isinstance(target, _HttpTarget):
             target = target.transport()
-        return Client(target, mode=self._mode, cache=None)
+        callbacks = self._relay.callbacks() if self._relay_input else {}
+        return Client(
+            target, mode=self._mode, cache=None, message_handler=self._on_message, **callbacks
+        )
+
+    async def _on_message(self, message: Any) -> None:
+        from mcp import types
+
+        if isinstance(message, types.ToolListChangedNotification):
+            self._tools_changed()
+
+    def _tools_changed(self) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener()
+            except Exception:
+                logger.warning("downstream %r: a tools listener failed", self.name, exc_info=True)
 
     # -- calls ----------------------------------------------------------------------------
 
@@ -186,8 +251,10 @@ class Downstream:
         """Call the downstream tool `name` and return its `tools/call` result (a dict, as
         the downstream sent it; `isError` results are returned, not raised). With `ctx`
         (the calling handler's context) its progress is relayed upstream with the inbound
-        request's progress token. Raises `DownstreamUnavailable`, `TimeoutError`, or the
-        downstream's JSON-RPC error as an `McpError`."""
+        request's progress token, and the downstream's input requests are asked of its
+        client. Raises `DownstreamUnavailable`, `TimeoutError`, `DownstreamInputUnsupported`
+        (a question the inbound request cannot hold open), or the downstream's JSON-RPC
+        error as an `McpError`."""
         limit = self.timeout
         with self._tracer.start_as_current_span(
             f"tools/call {name}", kind=SpanKind.CLIENT, record_exception=False
@@ -198,14 +265,21 @@ class Downstream:
             meta: dict[str, str] = {}
             propagate.inject(meta)  # traceparent (and tracestate, baggage) of this span
             try:
-                with anyio.fail_after(limit if limit is not None else math.inf):
-                    client = await self._connected()
-                    result = await client.call_tool(
-                        name,
-                        dict(arguments or {}),
-                        progress_callback=_relay(ctx) if ctx is not None else None,
-                        meta=meta,
-                    )
+                with (
+                    anyio.fail_after(limit if limit is not None else math.inf),
+                    self._relay.call(ctx) as call,
+                ):
+                    with call.scope:
+                        client = await self._connected()
+                        result = await client.call_tool(
+                            name,
+                            dict(arguments or {}),
+                            progress_callback=_relay(ctx) if ctx is not None else None,
+                            meta=meta,
+                        )
+                    if call.refused is not None:
+                        span.set_status(StatusCode.ERROR)
+                        raise DownstreamInputUnsupported(self.name, call.refused)
             except anyio.get_cancelled_exc_class():
                 if ctx is not None and ctx.cancel_reason is not None:
                     span.set_attribute(a.CANCELLATION_REASON, ctx.cancel_reason.value)

@@ -53,6 +53,12 @@ class Asking:
 
     _request: McpRequest
 
+    @property
+    def waits_in_place(self) -> bool:
+        """Whether a question waits where it is asked for the client's answer (a 2025-era
+        request, a task), rather than ending the request with an input round."""
+        return False
+
     # -- the questions -------------------------------------------------------------------
 
     @overload

@@ -36,6 +36,11 @@ class LiveInput(Asking):
         self._request = request
         self._send = send
 
+    @property
+    def waits_in_place(self) -> bool:
+        """Always: the question travels on the request's own stream while it waits."""
+        return True
+
     async def ping(self) -> bool:
         """Send `ping` on the request's stream and wait for the client's (empty) answer."""
         result = await self._send(PING, {})

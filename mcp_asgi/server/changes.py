@@ -17,6 +17,7 @@ from typing import Any
 
 from mcp_asgi.bus.in_process import ChangeEvent, ChangeKind, NotificationBus
 from mcp_asgi.server.listen import Subscriptions
+from mcp_asgi.server.sourced import SourcedTools
 
 
 class ChangeNotifications:
@@ -25,6 +26,7 @@ class ChangeNotifications:
     _tools: dict[str, Any]
     _resources: dict[str, Any]
     _prompts: dict[str, Any]
+    _sourced: SourcedTools
     subscriptions: Subscriptions
 
     @property
@@ -94,6 +96,9 @@ class ChangeNotifications:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """The bus's background work (the middleware enters it around the lifespan)."""
-        async with self.bus.running():
+        """The bus's background work and every tool source's `running()` (the middleware
+        enters it around the lifespan, `serve_stdio` around the pipe). A source refusing a
+        name already taken raises `ValueError` here (the sources are entered first, so the
+        error is not wrapped by the bus's task group)."""
+        async with self._sourced.running(self._tools), self.bus.running():
             yield

@@ -402,6 +402,14 @@ class Context:
             return False
         return await self._inputs.ping()
 
+    @property
+    def asks_in_place(self) -> bool:
+        """Whether `elicit`, `sample` and `list_roots` wait where they are asked for the
+        client's answer: on a 2025-era request and on a task; not on a plain 2026-07-28
+        request, where asking ends the request with an input round and the client's retry
+        runs the handler again from the top."""
+        return self._inputs is not None and self._inputs.waits_in_place
+
     async def gather(self, *questions: Awaitable[Any]) -> list[Any]:
         """Ask several questions in one round: `a, b = await ctx.gather(ctx.elicit(...),
         ctx.list_roots())`."""

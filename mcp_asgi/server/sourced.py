@@ -5,16 +5,21 @@ from the source when first needed (a `tools/list`, or a `tools/call` of a name n
 decorated tool has) and again after the source's `changed()`; selected, named, and
 checked against the names already taken. A source whose list cannot be read keeps its
 last catalog (logged); the next request tries again.
+
+While the server runs (`running()`), every source's own `running()` is entered, and a
+source that can list its tools without a request (`list_at_start`) is read at once, so a
+name it would take twice is refused before the first request (`on_collision="refuse"`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container
+from collections.abc import AsyncIterator, Callable, Container, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from mcp_asgi._loggers import errors_logger as _errors
-from mcp_asgi.protocol.jsonrpc import JsonObject, McpError
+from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, JsonObject, McpError
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.primitives import tool_error
 from mcp_asgi.server.sources import SourceTool, ToolSource
@@ -89,11 +94,39 @@ class SourcedTools:
         self._catalogs.append(catalog)
         self._announce()
 
+    @asynccontextmanager
+    async def running(self, taken: Container[str]) -> AsyncIterator[None]:
+        """Every source's `running()`, then the sources that list at start read: a
+        refused name raises `ValueError` here, before the server serves anything."""
+        async with AsyncExitStack() as stack:
+            for catalog in list(self._catalogs):
+                await stack.enter_async_context(catalog.source.running())
+            for catalog in self._catalogs:
+                try:
+                    offered = await catalog.source.list_at_start()
+                except Exception:
+                    _errors.warning(
+                        "%s: its tools could not be listed at start; they will be at the "
+                        "first request",
+                        type(catalog.source).__name__,
+                        exc_info=True,
+                    )
+                    continue
+                if offered is not None and catalog.stale:
+                    self._install(catalog, offered, taken, catalog.version)
+            yield
+
     async def load(self, ctx: Context, taken: Container[str]) -> None:
-        """Read every source whose catalog is stale; `taken`: the decorated tools' names."""
+        """Read every source whose catalog is stale; `taken`: the decorated tools' names.
+        A source refusing a name taken (at its first read) fails the request with an
+        `McpError` (-32603) carrying the refusal's message."""
         for catalog in self._catalogs:
             if catalog.stale:
-                await self._read(catalog, ctx, taken)
+                try:
+                    await self._read(catalog, ctx, taken)
+                except ValueError as refused:
+                    _errors.error("%s", refused)
+                    raise McpError(INTERNAL_ERROR, str(refused)) from None
 
     def tools(self) -> list[SourcedTool]:
         return [tool for catalog in self._catalogs for tool in catalog.tools.values()]
@@ -129,29 +162,49 @@ class SourcedTools:
         return min(timeouts) if timeouts else None
 
     async def _read(self, catalog: _Catalog, ctx: Context, taken: Container[str]) -> None:
-        source = catalog.source
-        kind = type(source).__name__
         version = catalog.version
         try:
-            offered = await source.list_tools(ctx)
-            tools: dict[str, SourcedTool] = {}
-            others = {n for c in self._catalogs if c is not catalog for n in c.tools}
-            for tool in offered:
-                if not source.selection.selects(tool.name, tool.labels):
-                    continue
-                name = source.exposed_name(tool)
-                if name in taken or name in others or name in tools:
-                    _errors.warning(
-                        "%s: tool %r (%r) is not exposed: the name is already taken",
-                        kind,
-                        name,
-                        tool.name,
-                    )
-                    continue
-                tools[name] = SourcedTool(name, source, tool)
+            offered = await catalog.source.list_tools(ctx)
         except Exception:
-            _errors.warning("%s: its tools could not be listed", kind, exc_info=True)
+            _errors.warning(
+                "%s: its tools could not be listed", type(catalog.source).__name__, exc_info=True
+            )
             return
+        self._install(catalog, offered, taken, version)
+
+    def _install(
+        self,
+        catalog: _Catalog,
+        offered: Sequence[SourceTool],
+        taken: Container[str],
+        version: int,
+    ) -> None:
+        """Select and name what a source offers; a name taken is skipped (logged), or at a
+        refusing source's first read raises `ValueError`."""
+        source = catalog.source
+        kind = type(source).__name__
+        tools: dict[str, SourcedTool] = {}
+        others = {n for c in self._catalogs if c is not catalog for n in c.tools}
+        clashes: list[tuple[str, str]] = []
+        for tool in offered:
+            if not source.selection.selects(tool.name, tool.labels):
+                continue
+            name = source.exposed_name(tool)
+            if name in taken or name in others or name in tools:
+                clashes.append((name, tool.name))
+                continue
+            tools[name] = SourcedTool(name, source, tool)
+        refuse = source.on_collision == "refuse"
+        if clashes and refuse and catalog.read == 0:
+            names = ", ".join(f"{name!r} ({own!r})" for name, own in clashes)
+            raise ValueError(
+                f"{kind}: tool names already taken: {names}; give the source a prefix=, "
+                "rename them with names=, or leave them out with exclude="
+            )
+        for name, own in clashes:
+            (_errors.error if refuse else _errors.warning)(
+                "%s: tool %r (%r) is not exposed: the name is already taken", kind, name, own
+            )
         catalog.tools = tools
         catalog.read = version  # a changed() during the read leaves it stale
 

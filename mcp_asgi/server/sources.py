@@ -21,22 +21,30 @@ The server's side (which tools are exposed, read when, under which names) is
                                     handler's task: the request's cancellation reaches it
     source.changed()             ─► the list is read again at the next tools/list, and
                                     listening clients get notifications/tools/list_changed
+    McpServer.running()          ─► every source's running() entered (its connection or
+                                    child process lives with the app), then the tools of
+                                    a source that can say without a request
+                                    (list_at_start) read at once: a name taken is then
+                                    refused at start (on_collision="refuse")
 """
 
 from __future__ import annotations
 
 import abc
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from mcp_asgi.protocol.jsonrpc import JsonObject
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.scopes import check_scopes
 
-__all__ = ["Selection", "SourceTool", "ToolSource", "tool_name"]
+__all__ = ["Collision", "Selection", "SourceTool", "ToolSource", "tool_name"]
+
+Collision = Literal["skip", "refuse"]
 
 _LABELLED: Final = re.compile(r"([a-z]+):(.*)", re.DOTALL)
 _NOT_IN_NAME: Final = re.compile(r"[^A-Za-z0-9_.-]")
@@ -95,9 +103,15 @@ class ToolSource(abc.ABC):
     - `scopes`: the OAuth scopes calling (and listing) its tools needs, with
       authorization on; default: the server's `default_scopes`.
     - `timeout`: seconds after which a call of its tools is cancelled (reason `timeout`).
+    - `on_collision`: what a name already taken (by a decorated tool, or another source's)
+      does. `"skip"` (the default): it is not exposed again, the first one keeps it, and
+      the later one is logged (`mcp_asgi.errors`, WARNING). `"refuse"`: the source's first
+      read raises `ValueError` naming the tools (at the app's start for a source that
+      lists at start, such as `DownstreamTools`; else the first `tools/list` fails with
+      that message); a later read (after `changed()`) skips the name, logged at ERROR.
 
-    A name already taken (by a decorated tool, or another source's) is not exposed again:
-    the first one keeps it, and the later one is logged (`mcp_asgi.errors`, WARNING).
+    A source may hold a connection or a process: `running()` is entered by the server's
+    `running()` (the app's lifespan, or `serve_stdio`) for every source added before it.
     """
 
     def __init__(
@@ -109,10 +123,13 @@ class ToolSource(abc.ABC):
         prefix: str = "",
         scopes: Sequence[str] | None = None,
         timeout: float | None = None,
+        on_collision: Collision = "skip",
     ) -> None:
         owner = type(self).__name__
         if timeout is not None and timeout <= 0:
             raise ValueError(f"{owner}: timeout must be positive")
+        if on_collision not in ("skip", "refuse"):
+            raise ValueError(f"{owner}: on_collision must be 'skip' or 'refuse'")
         if not isinstance(prefix, str):
             raise TypeError(f"{owner}: prefix must be a str")
         renames = dict(names or {})
@@ -124,6 +141,8 @@ class ToolSource(abc.ABC):
         """The scopes its tools need (None: the server's default)."""
         self.timeout = timeout
         """Seconds after which a call of its tools is cancelled, or None."""
+        self.on_collision: Collision = on_collision
+        """What a name already taken does: `"skip"` (logged) or `"refuse"` (ValueError)."""
         self._names = renames
         self._prefix = prefix
         self._listeners: list[Callable[[], None]] = []
@@ -141,6 +160,19 @@ class ToolSource(abc.ABC):
         """Call one of its tools, in the handler's task (the request's cancellation and
         deadline reach it), and answer the `tools/call` result (`isError` for a failure
         the model can act on). Another exception becomes an `isError` result, logged."""
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """What the source needs while the server runs (a connection, a child process):
+        entered by `McpServer.running()`, so it lives with the app's lifespan. Nothing by
+        default."""
+        yield
+
+    async def list_at_start(self) -> Sequence[SourceTool] | None:
+        """The tools the source offers when the server starts, if it can tell without a
+        request (then names are checked at start); None (the default): read at the first
+        `tools/list` or unknown `tools/call`, with that request's context."""
+        return None
 
     def exposed_name(self, tool: SourceTool) -> str:
         """The name the server lists `tool` under."""

@@ -30,6 +30,11 @@ class TaskInput(Asking):
         self._run = run
         self._asked = 0
 
+    @property
+    def waits_in_place(self) -> bool:
+        """Once the call is a task: the handler waits where it asked."""
+        return self._run.promoted
+
     async def gather(self, *questions: Awaitable[Any]) -> list[Any]:
         """Ask several questions together: in one round before the call is a task, all
         pending at once on the task after (answered in any order, even one at a time)."""

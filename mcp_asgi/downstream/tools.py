@@ -1,0 +1,125 @@
+"""`DownstreamTools`: a downstream MCP server's tools served as this server's own.
+
+server = McpServer("gateway")
+server.add_source(DownstreamTools(Downstream.stdio("files", "npx", [...]), prefix="files_"))
+
+McpServer.running()   ─► the downstream connected (its child process started) for as
+                         long as the app runs, then its tools/list read: a name already
+                         taken is refused at start (ValueError), as are none by default
+tools/list            ─► its tools, selected (include/exclude), named (prefix, names)
+tools/call            ─► Downstream.call_tool in the handler's task: the inbound
+                         request's cancellation reaches the id minted downstream
+its list_changed, or  ─► changed(): read again at the next tools/list, and our
+a reconnection           listening clients get notifications/tools/list_changed
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+
+from mcp_asgi._loggers import downstream_logger as logger
+from mcp_asgi.downstream.client import Downstream
+from mcp_asgi.protocol.jsonrpc import JsonObject
+from mcp_asgi.server.context import Context
+from mcp_asgi.server.sources import Collision, SourceTool, ToolSource
+
+
+class DownstreamTools(ToolSource):
+    """The tools of a `Downstream` server, mounted with `server.add_source(...)`.
+
+    - `prefix`: put before each of its tools' names; default: the downstream's name and
+      `_` (`files_read_file`). `names` renames single tools (then no prefix).
+    - `include`, `exclude`: which tools (`fnmatch` patterns over the downstream's own
+      names, or `annotation:<hint>` for a tool whose annotation hint is true, such as
+      `annotation:destructiveHint`).
+    - `on_collision`: `"refuse"` (default): a name already taken (by a decorated tool or
+      another source) stops the app at start with a `ValueError` naming it; `"skip"`:
+      the first one keeps the name, logged.
+    - `scopes`, `timeout`: as for every `ToolSource`; the downstream's own `timeout`
+      applies too.
+    - `start_timeout`: seconds the app's start waits for the downstream's list; past it
+      (or when it fails) its tools are listed at the first request instead, logged.
+
+    The server enters the downstream with its own lifespan (`McpServer.running()`): no
+    need to enter it yourself; a downstream already entered is left as it is.
+    """
+
+    def __init__(
+        self,
+        downstream: Downstream,
+        *,
+        prefix: str | None = None,
+        include: Sequence[str] | None = None,
+        exclude: Sequence[str] = (),
+        names: Mapping[str, str] | None = None,
+        scopes: Sequence[str] | None = None,
+        timeout: float | None = None,
+        on_collision: Collision = "refuse",
+        start_timeout: float = 10.0,
+    ) -> None:
+        if not isinstance(downstream, Downstream):
+            raise TypeError("DownstreamTools takes a Downstream")
+        if start_timeout <= 0:
+            raise ValueError("DownstreamTools: start_timeout must be positive")
+        super().__init__(
+            include=include,
+            exclude=exclude,
+            names=names,
+            prefix=f"{downstream.name}_" if prefix is None else prefix,
+            scopes=scopes,
+            timeout=timeout,
+            on_collision=on_collision,
+        )
+        self.downstream = downstream
+        """The downstream server whose tools these are."""
+        self._start_timeout = start_timeout
+        downstream.on_tools_changed(self.changed)
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The downstream's connection, for as long as the server runs."""
+        if self.downstream.running:
+            yield
+            return
+        async with self.downstream:
+            yield
+
+    async def list_at_start(self) -> Sequence[SourceTool] | None:
+        with anyio.move_on_after(self._start_timeout):
+            return await self._list()
+        logger.warning(
+            "downstream %r did not list its tools within %s s of the start: they will be "
+            "listed at the first request",
+            self.downstream.name,
+            self._start_timeout,
+        )
+        return None
+
+    async def list_tools(self, ctx: Context) -> Sequence[SourceTool]:
+        return await self._list()
+
+    async def call_tool(
+        self, tool: SourceTool, arguments: dict[str, Any], ctx: Context
+    ) -> JsonObject:
+        return await self.downstream.call_tool(tool.name, arguments, ctx)
+
+    async def _list(self) -> list[SourceTool]:
+        return [
+            SourceTool(
+                str(entry["name"]),
+                {key: value for key, value in entry.items() if key != "name"},
+                _labels(entry),
+            )
+            for entry in await self.downstream.list_tools()
+        ]
+
+
+def _labels(entry: Mapping[str, Any]) -> frozenset[str]:
+    annotations = entry.get("annotations")
+    if not isinstance(annotations, Mapping):
+        return frozenset()
+    return frozenset(f"annotation:{key}" for key, value in annotations.items() if value is True)

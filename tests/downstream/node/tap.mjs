@@ -1,0 +1,30 @@
+// The reference server, @modelcontextprotocol/server-everything, with a tap: each request it
+// receives (method, id, _meta) and what its SDK does with each notifications/cancelled (was
+// the named request running, did its AbortSignal fire), appended as JSON lines to the file
+// named by the third argument. Usage: node tap.mjs stdio|streamableHttp <tap file> [exit-on-eof]
+// (server-everything itself does not exit when its stdin closes: the client's SIGTERM ends it,
+// after the grace the stdio rules give; `exit-on-eof` makes it leave at once, to save time)
+import { appendFileSync } from "node:fs";
+import { Protocol } from "@modelcontextprotocol/sdk/shared/protocol.js";
+
+const tap = process.argv[3];
+const note = (record) => appendFileSync(tap, JSON.stringify({ pid: process.pid, ...record }) + "\n");
+
+const onrequest = Protocol.prototype._onrequest;
+Protocol.prototype._onrequest = function (request, extra) {
+  note({ event: "request", method: request.method, id: request.id, meta: request.params?._meta ?? null });
+  return onrequest.call(this, request, extra);
+};
+
+const oncancel = Protocol.prototype._oncancel;
+Protocol.prototype._oncancel = async function (notification) {
+  const id = notification.params?.requestId;
+  const controller = this._requestHandlerAbortControllers.get(id);
+  const running = controller !== undefined && !controller.signal.aborted;
+  await oncancel.call(this, notification);
+  note({ event: "cancelled", id, running, aborted: controller?.signal.aborted ?? false });
+};
+
+note({ event: "started", transport: process.argv[2] });
+if (process.argv[4] === "exit-on-eof") process.stdin.on("end", () => process.exit(0));
+await import("@modelcontextprotocol/server-everything/dist/index.js");

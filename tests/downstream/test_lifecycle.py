@@ -1,0 +1,130 @@
+"""A mounted downstream's life with the app's: its name collisions refused at start, its
+child restarted with backoff after it dies (calls in flight get a clear error), its
+`list_changed` relayed, no child left behind (server-everything over stdio)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from starlette.types import Message
+
+from mcp_asgi import DownstreamTools, McpServer
+from mcp_asgi.testing import McpStream, McpTestClient, serve
+
+from ..helpers import eventually, mcp_app
+from . import everything
+from .everything import LONG, needs_everything
+
+pytestmark = needs_everything
+
+
+def colliding(tap: Path) -> McpServer:
+    server = McpServer("gateway")
+
+    @server.tool(name="ev_echo")
+    async def echo(message: str) -> str:
+        """Taken before the downstream's echo."""
+        return message
+
+    server.add_source(DownstreamTools(everything.stdio(tap), prefix="ev_"))
+    return server
+
+
+async def test_collision_refused_at_start(tmp_path: Path) -> None:
+    """A name the downstream would take twice stops the server's start with a ValueError
+    naming it, and the lifespan reports startup.failed with that message; the child it
+    started for the check is gone."""
+    tap = tmp_path / "tap.jsonl"
+    with pytest.raises(ValueError, match=r"'ev_echo' \('echo'\).*prefix="):
+        async with colliding(tap).running():
+            pass
+
+    app = mcp_app(colliding(tap))
+    sent: list[Message] = []
+    startup: list[Message] = [{"type": "lifespan.startup"}]
+
+    async def receive() -> Message:
+        if not startup:
+            await anyio.sleep_forever()
+        return startup.pop()
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    with anyio.fail_after(20):
+        await app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, receive, send)
+    assert [m["type"] for m in sent] == ["lifespan.startup.failed"]
+    assert "'ev_echo' ('echo')" in sent[0]["message"]
+    await eventually(lambda: everything.processes_of(tap) == [], what="the children to exit")
+
+
+async def test_skip_keeps_the_first(tmp_path: Path) -> None:
+    """on_collision='skip': the decorated tool keeps the name, the others are served."""
+    tap = tmp_path / "tap.jsonl"
+    server = McpServer("gateway")
+
+    @server.tool(name="ev_echo")
+    async def echo(message: str) -> str:
+        """Taken before the downstream's echo."""
+        return "ours: " + message
+
+    source = DownstreamTools(
+        everything.stdio(tap), prefix="ev_", include=["echo", "get-sum"], on_collision="skip"
+    )
+    server.add_source(source)
+    with serve(mcp_app(server)) as live:
+        client = McpTestClient(live.url + "/mcp")
+        answer = await client.call_tool("ev_echo", {"message": "hi"})
+        assert answer["content"][0]["text"] == "ours: hi"
+        answer = await client.call_tool("ev_get-sum", {"a": 1, "b": 1})
+        assert "2" in answer["content"][0]["text"]
+
+
+async def test_child_restarted_with_backoff(tmp_path: Path) -> None:
+    """The child killed mid-call: that call answers -32603 naming the downstream; the
+    child is reaped and started again (after the backoff), listening clients are told the
+    tools may have changed, and the next call works."""
+    tap = tmp_path / "tap.jsonl"
+    downstream = everything.stdio(tap, backoff=0.2, ping_interval=0.5)
+    server = McpServer("gateway")
+    server.add_source(DownstreamTools(downstream, include=["echo", LONG]))
+    with serve(mcp_app(server)) as live:
+        client = McpTestClient(live.url + "/mcp")
+        [first] = everything.processes_of(tap)
+        params = {"name": f"everything_{LONG}", "arguments": {"duration": 60, "steps": 60}}
+        listen = {"notifications": {"toolsListChanged": True}}
+        async with (
+            client.stream("subscriptions/listen", listen, id="L") as changes,
+            client.stream("tools/call", params) as stream,
+        ):
+            ack = await changes.next_message()
+            assert ack is not None
+            assert ack["method"] == "notifications/subscriptions/acknowledged"
+            await eventually(lambda: len(everything.requests(tap, "tools/call")) == 1)
+            os.kill(first, signal.SIGKILL)
+            final = await last(stream)
+            assert final["error"]["code"] == -32603, final
+            assert final["error"]["data"]["downstream"] == "everything"
+            assert "unavailable" in final["error"]["message"]
+            await eventually(lambda: not everything.exists(first), what="the dead child reaped")
+            await eventually(lambda: len(everything.records(tap, "started")) == 2, 15)
+            changed = await changes.next_message()
+            assert changed is not None
+            assert changed["method"] == "notifications/tools/list_changed"
+        answer = await client.call_tool("everything_echo", {"message": "again"})
+        assert answer["content"][0]["text"] == "Echo: again"
+    await eventually(lambda: everything.processes_of(tap) == [], what="the child to exit")
+
+
+async def last(stream: McpStream) -> dict[str, Any]:
+    """The stream's last message (its response)."""
+    final: dict[str, Any] | None = None
+    while (message := await stream.next_message()) is not None:
+        final = message
+    assert final is not None
+    return final
