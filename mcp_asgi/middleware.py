@@ -40,9 +40,11 @@ from mcp_asgi.protocol import jsonrpc
 from mcp_asgi.protocol.headers import header
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
 from mcp_asgi.protocol.message import IncomingMessage, IncomingReply, parse_post, peek_id
+from mcp_asgi.routes import ROUTE_CALL_KEY
 from mcp_asgi.server.mcp_server import McpServer, ResultOptions
 from mcp_asgi.settings import McpSettings, normalize_path
 from mcp_asgi.store import store_from_url
+from mcp_asgi.tasks import TaskMethods, TaskRegistry, TaskSupervisor
 from mcp_asgi.telemetry import Telemetry
 
 
@@ -265,6 +267,12 @@ class McpMiddleware:
         held = None
         arrived = loop_clock()()  # the request's deadline counts from here, body included
         try:
+            if asgi_scope.get(ROUTE_CALL_KEY):  # a route called as a tool (AppRoutes)
+                raise ProtocolError(
+                    508,
+                    INVALID_REQUEST,
+                    "Loop Detected: a route called as a tool cannot call the MCP endpoint",
+                )
             legacy = self._legacy
             sessions = legacy if legacy and is_session_request(asgi_scope) else None
             if asgi_scope["method"] != "POST" and sessions is None:
