@@ -118,17 +118,19 @@ format: $(STAMP)
 	$(BIN)/ruff format mcp_asgi tests examples bench
 	$(BIN)/ruff check --fix mcp_asgi tests examples bench
 
-bench: $(STAMP)  ## the full benchmark run (long): the peers, then every server with its floor
+bench: $(STAMP) $(DOWNSTREAM_STAMP)  ## the full benchmark run (long): the peers, then every server with its floor
 	$(BIN)/python -m bench.run --rounds 3
 	$(BIN)/python -m bench.stacks --rounds 3
 	$(BIN)/python -m bench.cancel_latency --servers all
 	$(BIN)/python -m bench.tasks
+	$(BIN)/python -m bench.downstream
 
-bench-quick: $(STAMP)  ## a few minutes
+bench-quick: $(STAMP) $(DOWNSTREAM_STAMP)  ## a few minutes
 	$(BIN)/python -m bench.run --quick
 	$(BIN)/python -m bench.stacks --quick
 	$(BIN)/python -m bench.cancel_latency --quick --servers all
 	$(BIN)/python -m bench.tasks --quick
+	$(BIN)/python -m bench.downstream --quick
 
 clean:
-	rm -rf $(VENV) site .mypy_cache .pytest_cache .ruff_cache tests/node/node_modules tests/authserver/node_modules
+	rm -rf $(VENV) site .mypy_cache .pytest_cache .ruff_cache tests/node/node_modules tests/authserver/node_modules tests/downstream/node/node_modules

@@ -15,8 +15,9 @@ the request's stream), closing the request's stream on 2026-07-28 HTTP. A late d
 result is dropped by the SDK; a downstream that never knew the id ignores the cancel.
 
     supervisor (its own task)   connect ──► ready ──► connection lost ──► backoff ──► connect
-                                (lost: a call saw it break, or a ping every ping_interval
-                                failed; a reconnection tells the tools' listeners)
+                                (lost: a call saw it break, or the check every
+                                ping_interval failed: ping, or server/discover at
+                                2026-07-28; a reconnection tells the tools' listeners)
     call_tool (handler's task)  wait ready (bounded by the timeout) ──► CLIENT span ──► call
                                 connection lost mid-call ──► DownstreamUnavailable (-32603)
                                 an input request it cannot relay ──► DownstreamInputUnsupported
@@ -45,6 +46,7 @@ from mcp_asgi.server.context import Context
 from mcp_asgi.telemetry import names as a
 
 _CONNECTION_CLOSED: Final = -32000  # the SDK's code for a connection that went away
+_CHECK_TIMEOUT: Final = 10.0  # seconds a connection check may take before it counts as lost
 
 
 class DownstreamUnavailable(McpError):
@@ -77,9 +79,10 @@ class Downstream:
     - `tracer_provider`: for the CLIENT spans (default: the global one).
     - `relay_input`: relay the downstream's elicitation, sampling and roots requests to
       the calling request's client (default); False: the SDK declines them.
-    - `ping_interval`: seconds between pings while connected (default 5), so
-      a child that died is restarted before the next call needs it; None: no pings (a
-      broken connection is then seen by the next call).
+    - `ping_interval`: seconds between checks of the connection while connected (default
+      5: `ping`, or `server/discover` on a 2026-07-28 connection), so a child that died is
+      restarted before the next call needs it; None: no checks (a broken connection is
+      then seen by the next call).
 
     The inbound caller's credentials are never forwarded: an HTTP downstream gets only the
     `headers` configured here.
@@ -203,7 +206,7 @@ class Downstream:
             await anyio.sleep(min(self._max_backoff, self._backoff * 2 ** (failures - 1)))
 
     async def _until_lost(self, client: Any) -> None:
-        """Until a call saw the connection break, or (every `ping_interval`) a ping fails."""
+        """Until a call saw the connection break, or (every `ping_interval`) a check fails."""
         interval = self._ping_interval
         while not self._lost.is_set():
             with anyio.move_on_after(interval if interval is not None else math.inf):
@@ -211,9 +214,12 @@ class Downstream:
             if self._lost.is_set() or interval is None:
                 return
             try:
-                with anyio.fail_after(interval):
-                    await client.send_ping()
+                with anyio.fail_after(max(interval, _CHECK_TIMEOUT)):
+                    await _probe(client)
             except Exception:
+                logger.warning(
+                    "downstream %r: the connection check failed", self.name, exc_info=True
+                )
                 return
 
     def _connect(self) -> AbstractAsyncContextManager[Any]:
@@ -352,6 +358,17 @@ class _HeaderTransport:
 
     async def __aexit__(self, *exc_info: Any) -> bool | None:
         return await self._stack.__aexit__(*exc_info)
+
+
+async def _probe(client: Any) -> None:
+    """A request that only checks the connection: `ping` on a 2025-era connection,
+    `server/discover` on a 2026-07-28 one (where `ping` no longer exists)."""
+    from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    if client.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
+        await client.session.send_ping()  # (Client.send_ping warns whatever was negotiated)
+    else:
+        await client.session.discover()
 
 
 def _relay(ctx: Context) -> Any:

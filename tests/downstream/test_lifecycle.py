@@ -19,6 +19,7 @@ from mcp_asgi.testing import McpStream, McpTestClient, serve
 from ..helpers import eventually, mcp_app
 from . import everything
 from .everything import LONG, needs_everything
+from .test_propagation import stdio_downstream
 
 pytestmark = needs_everything
 
@@ -128,3 +129,28 @@ async def last(stream: McpStream) -> dict[str, Any]:
         final = message
     assert final is not None
     return final
+
+
+@pytest.mark.parametrize("era", ["2025", "2026-07-28"])
+async def test_checks_keep_a_healthy_connection(
+    era: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The connection check every ping_interval (ping on a 2025-era connection:
+    server-everything; server/discover at 2026-07-28: mcp_asgi over stdio) passes on a
+    healthy child: no reconnection, calls work."""
+    if era == "2025":
+        downstream = everything.stdio(tmp_path / "tap.jsonl", ping_interval=0.05)
+        tool, arguments = "echo", {"message": "hi"}
+    else:
+        downstream = stdio_downstream(tmp_path / "probe", "auto")
+        downstream._ping_interval = 0.05
+        tool, arguments = "echo", {"text": "hi"}
+    async with downstream:
+        await downstream.call_tool(tool, arguments)
+        await anyio.sleep(0.5)  # about ten checks
+        answer = await downstream.call_tool(tool, arguments)
+    assert not answer.get("isError"), answer
+    assert [r for r in caplog.records if r.name == "mcp_asgi.downstream"] == []
+    if era == "2025":
+        pings = everything.requests(tmp_path / "tap.jsonl", "ping")
+        assert len(pings) >= 3, pings

@@ -8,7 +8,9 @@ import { appendFileSync } from "node:fs";
 import { Protocol } from "@modelcontextprotocol/sdk/shared/protocol.js";
 
 const tap = process.argv[3];
-const note = (record) => appendFileSync(tap, JSON.stringify({ pid: process.pid, ...record }) + "\n");
+// t: seconds on CLOCK_MONOTONIC (process.hrtime), the clock of Python's time.monotonic()
+const now = () => Number(process.hrtime.bigint()) / 1e9;
+const note = (record) => appendFileSync(tap, JSON.stringify({ pid: process.pid, t: now(), ...record }) + "\n");
 
 const onrequest = Protocol.prototype._onrequest;
 Protocol.prototype._onrequest = function (request, extra) {
@@ -18,11 +20,12 @@ Protocol.prototype._onrequest = function (request, extra) {
 
 const oncancel = Protocol.prototype._oncancel;
 Protocol.prototype._oncancel = async function (notification) {
+  const t = now();
   const id = notification.params?.requestId;
   const controller = this._requestHandlerAbortControllers.get(id);
   const running = controller !== undefined && !controller.signal.aborted;
   await oncancel.call(this, notification);
-  note({ event: "cancelled", id, running, aborted: controller?.signal.aborted ?? false });
+  note({ event: "cancelled", id, running, aborted: controller?.signal.aborted ?? false, t });
 };
 
 note({ event: "started", transport: process.argv[2] });
