@@ -520,10 +520,17 @@ class Worker:
     """`uvicorn tests.redis_app:app` (or `app`) in its own process, sharing the bus and
     store through Redis."""
 
-    def __init__(self, redis_url: str, channel: str, app: str = "tests.redis_app:app") -> None:
+    def __init__(
+        self,
+        redis_url: str,
+        channel: str,
+        app: str = "tests.redis_app:app",
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
+        """`settings`: more MCP_* environment variables for the worker."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ, MCP_BUS_URL=redis_url, MCP_BUS_CHANNEL=channel)
+        env = dict(os.environ, MCP_BUS_URL=redis_url, MCP_BUS_CHANNEL=channel, **(settings or {}))
         self._process = subprocess.Popen(
             [
                 sys.executable,

@@ -1,21 +1,30 @@
 """2025-era sessions across replicas: two uvicorn workers sharing a real redis-server
 (tests/replica_app.py). A session opened on A is served by B; a cancel, a DELETE and an
 elicitation answer POSTed to B reach the request running on A; a stream A closed early is
-resumed on B. Without a record, B answers 404."""
+resumed on B; the official Python SDK cut off from A by the network resumes its call and its
+GET stream on B. Without a record, B answers 404. The workers run with
+`legacy_disconnect_cancels=False` (what resumption is for) and a short `retry`."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from typing import Any
 
 import anyio
+import httpx
 import pytest
+from mcp import Client
 
 from mcp_asgi.legacy.shared import CONTROL
 
+from ..cut_proxy import CutProxy, lines
+from ..interop.test_legacy_node import NODE, NODE_DIR
 from ..legacy.test_resume import get_headers, opened, read_events
 from ..servers import LegacyClient, RedisServer, Worker, wait_ready
+
+RESUMING = {"MCP_LEGACY_DISCONNECT_CANCELS": "false", "MCP_LEGACY_SSE_RETRY": "0.1"}
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +40,9 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, st
     workers: list[Worker] = []
     try:
         for _ in range(2):
-            workers.append(Worker(redis_server.url, channel, app="tests.replica_app:app"))
+            workers.append(
+                Worker(redis_server.url, channel, app="tests.replica_app:app", settings=RESUMING)
+            )
         control = "mcp_asgi:" + CONTROL
         wait_ready(lambda: redis_server.subscribers(control) == 2, "both replicas listening")
         yield workers[0].url + "/mcp", workers[1].url + "/mcp"
@@ -75,7 +86,12 @@ async def test_a_session_opened_on_one_replica_is_served_by_another(
     _, b = await opened_on(*replicas)
     listed = await b.call("tools/list")
     assert listed.status == 200
-    assert {t["name"] for t in listed.final["result"]["tools"]} == {"wait", "ask", "polled"}
+    assert {t["name"] for t in listed.final["result"]["tools"]} == {
+        "wait",
+        "ask",
+        "paced",
+        "polled",
+    }
     b.session_id = "not-a-session"
     assert (await b.call("tools/list")).status == 404
 
@@ -135,3 +151,74 @@ async def test_a_stream_closed_on_one_replica_is_resumed_on_another(
     final = [e for e in rest if e.get("data")]
     assert len(final) == 1
     assert '"polled"' in final[0]["data"]
+
+
+async def test_the_python_sdk_cut_off_from_one_replica_resumes_on_another(
+    replicas: tuple[str, str],
+) -> None:
+    """The official Python SDK (legacy mode) reaches A through a proxy; after the call's
+    first progress the proxy is cut and sends new connections to B, and a tools/list_changed
+    is raised while the client is away. The SDK reconnects both streams with Last-Event-ID,
+    now to B: the call's progress 2 and result (B follows A's log in Redis) and the
+    notification (logged by A for its away GET stream, replayed by B)."""
+    a_port, b_port = (int(url.rsplit(":", 1)[1].split("/")[0]) for url in replicas)
+    seen: list[float] = []
+    first, changed = anyio.Event(), anyio.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+        first.set()
+
+    async def on_message(message: Any) -> None:
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            changed.set()
+
+    async with (
+        CutProxy.running(a_port) as proxy,
+        Client(proxy.url + "/mcp", mode="legacy", message_handler=on_message) as client,
+        anyio.create_task_group() as tg,
+    ):
+        results: list[Any] = []
+
+        async def call() -> None:
+            results.append(await client.call_tool("paced", {}, progress_callback=on_progress))
+
+        tg.start_soon(call)
+        with anyio.fail_after(10):
+            await first.wait()
+        proxy.target = b_port
+        before = proxy.connections
+        await proxy.cut()
+        async with httpx.AsyncClient(timeout=10) as http:
+            await http.post(replicas[1].removesuffix("/mcp") + "/notify")
+        with anyio.fail_after(15):
+            await changed.wait()
+    assert results[0].content[0].text == "paced"
+    assert seen == [1.0, 2.0]
+    assert proxy.connections > before  # the client came back, to B
+
+
+@pytest.mark.skipif(NODE is None, reason="Node.js is not installed")
+async def test_the_typescript_sdk_answers_on_another_replica_after_a_cut(
+    replicas: tuple[str, str],
+) -> None:
+    """The TypeScript SDK 1.x calls `ask` on A through the proxy; once A's
+    elicitation/create has arrived, the proxy is cut and points at B. The SDK's answer is
+    POSTed to B, reaches A's handler through Redis, and the call's stream, resumed on B
+    with Last-Event-ID, brings A's result."""
+    assert NODE is not None
+    a_port, b_port = (int(url.rsplit(":", 1)[1].split("/")[0]) for url in replicas)
+    async with CutProxy.running(a_port) as proxy:
+        script = [NODE, str(NODE_DIR / "replica_legacy_client.mjs"), proxy.url + "/mcp"]
+        async with await anyio.open_process(script, cwd=NODE_DIR) as process:
+            assert process.stdout is not None
+            assert process.stdin is not None
+            output = lines(process.stdout)
+            with anyio.fail_after(15):
+                assert await anext(output) == "asked"
+                proxy.target = b_port
+                await proxy.cut()
+                await process.stdin.send(b"go\n")
+                out = json.loads(await anext(output))
+                assert await process.wait() == 0
+    assert out["result"] == {"action": "accept", "content": {}}
