@@ -290,8 +290,8 @@ class Downstream:
                 if ctx is not None and ctx.cancel_reason is not None:
                     span.set_attribute(a.CANCELLATION_REASON, ctx.cancel_reason.value)
                 raise
-            except McpError:
-                span.set_status(StatusCode.ERROR)
+            except (McpError, TimeoutError) as exc:  # its timeout: cancelled, still connected
+                span.set_status(StatusCode.ERROR, type(exc).__name__)
                 raise
             except Exception as exc:
                 span.set_status(StatusCode.ERROR)

@@ -8,7 +8,9 @@ sampling, roots), relayed to the client of the inbound request that made the cal
     can ours be asked    the inbound request must hold the question open (`ctx.asks_in_place`:
                          a 2025-era session, a task; a task-capable call becomes a task
                          now); a plain 2026-07-28 request cannot: the downstream call is
-                         cancelled and the handler gets `DownstreamInputUnsupported`
+                         cancelled and the handler gets `DownstreamInputUnsupported` (for
+                         elicitation and sampling; `roots/list`, which a 2025-era server
+                         may ask at any time, only gets an error: the call goes on)
     the answer           the client's, as the downstream asked for it; an error of ours
                          (a missing capability, the user's refusal is not one) as ErrorData
 
@@ -153,8 +155,9 @@ class InputRelay:
             return types.ErrorData(code=INVALID_REQUEST, message=f"{method} refused: {detail}")
         ctx = call.ctx
         if not ctx.asks_in_place and not await ctx.start_task():
-            call.refused = method
-            call.scope.cancel()
+            if method != "roots/list":  # servers ask for roots outside any call too
+                call.refused = method
+                call.scope.cancel()
             return types.ErrorData(
                 code=INVALID_REQUEST,
                 message=f"{method} refused: the gateway's request cannot hold it open",

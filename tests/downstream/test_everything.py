@@ -52,17 +52,23 @@ async def test_stdio_mounted_and_cancelled(tmp_path: Path) -> None:
 
 async def test_http_mounted_and_cancelled(tmp_path: Path) -> None:
     """Streamable HTTP (a 2025-era session, server-everything's own process): the same,
-    the cancel POSTed as notifications/cancelled with the minted id."""
+    the cancel POSTed as notifications/cancelled with the minted id; the downstream gets
+    the headers configured for it and never the inbound caller's Authorization."""
     tap = tmp_path / "tap.jsonl"
     otel = Otel()
     with everything.http(tap) as url:
-        downstream = Downstream.http("everything", url, tracer_provider=otel.tracer_provider)
+        downstream = Downstream.http(
+            "everything", url, headers={"x-gateway-key": "k"}, tracer_provider=otel.tracer_provider
+        )
         with serve(mcp_app(gateway(downstream), otel)) as live:
             await through(live.url, tap, otel, "client_disconnect")
+    for request in everything.records(tap, "request"):  # its own headers, never the caller's
+        assert "x-gateway-key" in request["headers"], request
+        assert "authorization" not in request["headers"], request
 
 
 async def through(url: str, tap: Path, otel: Otel, reason: str) -> None:
-    client = McpTestClient(url + "/mcp")
+    client = McpTestClient(url + "/mcp", headers={"authorization": "Bearer the-callers-token"})
     listed = await client.request("tools/list", {})
     names = {tool["name"] for tool in listed.final["result"]["tools"]}
     assert names == {"local", "everything_echo", "everything_get-sum", f"everything_{LONG}"}

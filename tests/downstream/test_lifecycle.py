@@ -154,3 +154,23 @@ async def test_checks_keep_a_healthy_connection(
     if era == "2025":
         pings = everything.requests(tmp_path / "tap.jsonl", "ping")
         assert len(pings) >= 3, pings
+
+
+async def test_per_downstream_timeout(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A downstream's `timeout`: the call past it is cancelled downstream (the request was
+    running, its AbortSignal fired) and the tool answers isError (TimeoutError), logged."""
+    tap = tmp_path / "tap.jsonl"
+    server = McpServer("gateway")
+    server.add_source(DownstreamTools(everything.stdio(tap, timeout=0.5), include=[LONG]))
+    with serve(mcp_app(server)) as live:
+        client = McpTestClient(live.url + "/mcp")
+        arguments = {"duration": 60, "steps": 60}
+        answer = await client.call_tool(f"everything_{LONG}", arguments)
+        assert answer["isError"] is True
+        assert "TimeoutError" in answer["content"][0]["text"]
+        [call] = everything.requests(tap, "tools/call")
+        await eventually(lambda: everything.records(tap, "cancelled") != [], what="the cancel")
+    [cancelled] = everything.records(tap, "cancelled")
+    assert cancelled["id"] == call["id"]
+    assert cancelled["running"], cancelled
+    assert cancelled["aborted"], cancelled

@@ -1,5 +1,5 @@
 // The reference server, @modelcontextprotocol/server-everything, with a tap: each request it
-// receives (method, id, _meta) and what its SDK does with each notifications/cancelled (was
+// receives (method, id, _meta, the names of its HTTP headers) and what its SDK does with each notifications/cancelled (was
 // the named request running, did its AbortSignal fire), appended as JSON lines to the file
 // named by the third argument. Usage: node tap.mjs stdio|streamableHttp <tap file> [exit-on-eof]
 // (server-everything itself does not exit when its stdin closes: the client's SIGTERM ends it,
@@ -14,7 +14,8 @@ const note = (record) => appendFileSync(tap, JSON.stringify({ pid: process.pid, 
 
 const onrequest = Protocol.prototype._onrequest;
 Protocol.prototype._onrequest = function (request, extra) {
-  note({ event: "request", method: request.method, id: request.id, meta: request.params?._meta ?? null });
+  const headers = Object.keys(extra?.requestInfo?.headers ?? {}); // names only (HTTP)
+  note({ event: "request", method: request.method, id: request.id, meta: request.params?._meta ?? null, headers });
   return onrequest.call(this, request, extra);
 };
 
