@@ -34,13 +34,14 @@ needs_everything = pytest.mark.skipif(
 LONG = "trigger-long-running-operation"
 
 
-def stdio(tap: Path, *, exit_on_eof: bool = True, **options: Any) -> Downstream:
-    """server-everything as a child process speaking stdio; `exit_on_eof`: it exits when
-    its stdin closes (else, as the real server does, only at the SIGTERM that follows)."""
+def stdio(tap: Path, *, mode: str = "exit-on-eof", **options: Any) -> Downstream:
+    """server-everything as a child process speaking stdio. `mode`: "exit-on-eof" (it
+    exits when its stdin closes), "" (as the real server: only at the SIGTERM that
+    follows), "stubborn" (it ignores SIGTERM too: only the SIGKILL after it ends it)."""
     return Downstream.stdio(
         "everything",
         NODE,
-        [str(TAP), "stdio", str(tap), *(["exit-on-eof"] if exit_on_eof else [])],
+        [str(TAP), "stdio", str(tap), *([mode] if mode else [])],
         env={"PATH": os.environ["PATH"]},
         cwd=str(NODE_DIR),
         **options,

@@ -38,16 +38,18 @@ async def test_stdio_mounted_and_cancelled(tmp_path: Path) -> None:
     """stdio: the tools are listed under the prefix beside ours; a call works; a long call
     relays progress with the upstream's token; the upstream client's disconnect ends the
     downstream request (it was running, its AbortSignal fired); the CLIENT span carries
-    client_disconnect and its trace context reached the downstream in `_meta`; the child
-    (which ignores its stdin closing) is gone once the app stops: SIGTERM to its group."""
+    client_disconnect and its trace context reached the downstream in `_meta`; the child,
+    which ignores its stdin closing and SIGTERM, is still gone once the app stops (the
+    SIGKILL to its process group after the grace)."""
     tap = tmp_path / "tap.jsonl"
     otel = Otel()
-    downstream = everything.stdio(tap, exit_on_eof=False, tracer_provider=otel.tracer_provider)
+    downstream = everything.stdio(tap, mode="stubborn", tracer_provider=otel.tracer_provider)
     app = mcp_app(gateway(downstream), otel)
     with serve(app) as live:
         assert len(everything.processes_of(tap)) == 1  # started with the app's lifespan
         await through(live.url, tap, otel, "client_disconnect")
     await eventually(lambda: everything.processes_of(tap) == [], what="the child to exit")
+    assert everything.records(tap, "sigterm-ignored") != []  # it took the SIGKILL
 
 
 async def test_http_mounted_and_cancelled(tmp_path: Path) -> None:

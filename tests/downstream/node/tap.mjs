@@ -1,7 +1,7 @@
 // The reference server, @modelcontextprotocol/server-everything, with a tap: each request it
 // receives (method, id, _meta, the names of its HTTP headers) and what its SDK does with each notifications/cancelled (was
 // the named request running, did its AbortSignal fire), appended as JSON lines to the file
-// named by the third argument. Usage: node tap.mjs stdio|streamableHttp <tap file> [exit-on-eof]
+// named by the third argument. Usage: node tap.mjs stdio|streamableHttp <tap file> [exit-on-eof|stubborn]
 // (server-everything itself does not exit when its stdin closes: the client's SIGTERM ends it,
 // after the grace the stdio rules give; `exit-on-eof` makes it leave at once, to save time)
 import { appendFileSync } from "node:fs";
@@ -31,4 +31,6 @@ Protocol.prototype._oncancel = async function (notification) {
 
 note({ event: "started", transport: process.argv[2] });
 if (process.argv[4] === "exit-on-eof") process.stdin.on("end", () => process.exit(0));
+// `stubborn`: it ignores SIGTERM as well (and its stdin closing): only SIGKILL ends it
+if (process.argv[4] === "stubborn") process.on("SIGTERM", () => note({ event: "sigterm-ignored" }));
 await import("@modelcontextprotocol/server-everything/dist/index.js");
