@@ -10,9 +10,12 @@ body, in the caller's task, and collects its answer.
 The call runs in the caller's task and cancel scope: when the MCP request is cancelled
 (its client left, its deadline passed, the server shuts down) the route's work is
 cancelled where it awaits, its `yield` dependencies are closed with the cancellation,
-and `receive` reports `http.disconnect` from then on (to shielded cleanup code). The
-current OpenTelemetry context goes along, so the app's own span (its instrumentation's)
-is a child of the tool call's span. Background tasks run before the call returns, as with any ASGI
+and `receive` reports `http.disconnect` from then on (to shielded cleanup code); a probe
+that cancels its own wait (Starlette's `Request.is_disconnected()`) hears nothing until
+then. A task's call is cancelled the same way by `tasks/cancel` (reason
+`task_cancelled`) or its deadline, never by its creator's disconnect. The current
+OpenTelemetry context goes along, so the app's own span (its instrumentation's) is a
+child of the tool call's span. Background tasks run before the call returns, as with any ASGI
 test client. An exception the app raises (after its 500, as Starlette re-raises) is
 logged here and the call answers 500.
 """
@@ -76,7 +79,8 @@ async def call_app(
         try:
             await gone.wait()
         finally:
-            gone.set()  # cancelled while waiting: the client is gone for good
+            if cancelled():  # the request cancelled while waiting: gone for good
+                gone.set()  # (not a probe's own cancel: Request.is_disconnected())
         return {"type": "http.disconnect"}
 
     with anyio.CancelScope() as cut:

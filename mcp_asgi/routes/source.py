@@ -15,7 +15,7 @@ from mcp_asgi.routes.request import Identity, route_request
 from mcp_asgi.routes.result import tool_result
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.primitives import tool_error
-from mcp_asgi.server.sources import SourceTool, ToolSource
+from mcp_asgi.server.sources import SourceTool, TaskPolicy, ToolSource
 
 OpenApi = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
 
@@ -43,6 +43,12 @@ class AppRoutes(ToolSource):
     - `max_response_bytes`: how much of an answer is read (default 1 MB); a longer one is
       cut, the route told the client left, and the result says so.
     - `scopes`, `timeout`: as for every source (`ToolSource`).
+    - `task`: whether its routes may run as tasks (`"never"`, `"optional"`,
+      `"required"`; the Tasks extension, docs/tasks.md), as for every source. A route run
+      as a task goes on when its caller disconnects; `tasks/cancel` cancels it as a
+      disconnect would (`http.disconnect`, its work cancelled, its `yield` dependencies
+      closed). To make only some routes tasks, add two sources with their own
+      `include=`.
     """
 
     def __init__(
@@ -60,6 +66,7 @@ class AppRoutes(ToolSource):
         max_response_bytes: int = 1_000_000,
         scopes: Sequence[str] | None = None,
         timeout: float | None = None,
+        task: TaskPolicy = "never",
     ) -> None:
         super().__init__(
             include=include,
@@ -68,6 +75,7 @@ class AppRoutes(ToolSource):
             prefix=prefix,
             scopes=scopes,
             timeout=timeout,
+            task=task,
         )
         if isinstance(methods, str) or not methods:
             raise TypeError("methods must be a list of HTTP methods, e.g. ['GET', 'POST']")

@@ -29,8 +29,9 @@ from mcp_asgi.server.changes import ChangeNotifications
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.listen import LISTEN, Subscriptions
 from mcp_asgi.server.methods import Methods, ResultOptions
-from mcp_asgi.server.registry import Registry, TaskPolicy
+from mcp_asgi.server.registry import Registry
 from mcp_asgi.server.scopes import check_scopes
+from mcp_asgi.server.sources import TaskPolicy
 
 __all__ = ["SERVER_INFO_KEY", "McpServer", "ResultOptions"]
 
@@ -146,14 +147,27 @@ class McpServer(Registry, Methods, ChangeNotifications):
     @property
     def has_tasks(self) -> bool:
         """Whether a tool may run as a task (`@tool(task=...)`): the Tasks extension is
-        then advertised in `server/discover` and its methods are served."""
-        return any(name in self._tools for name in self._task_policies)
+        then advertised in `server/discover` and its methods are served. A source's
+        `task=` counts too."""
+        return (
+            any(name in self._tools for name in self._task_policies)
+            or self._sourced.may_run_tasks()
+        )
 
     def task_policy(self, tool_name: str) -> TaskPolicy:
-        """Whether a call of `tool_name` may run as a task (`never` for an unknown tool)."""
-        if tool_name not in self._tools:
-            return "never"
-        return self._task_policies.get(tool_name, "never")
+        """Whether a call of `tool_name` may run as a task (`never` for an unknown tool):
+        a decorated tool's `task=`, a source's tool its source's (`"optional"` for a name
+        not known while a source with tasks is still unread: see `call_task_policy`)."""
+        if tool_name in self._tools:
+            return self._task_policies.get(tool_name, "never")
+        return self._sourced.task_of(tool_name) if self._sourced else "never"
+
+    async def call_task_policy(self, tool_name: str, ctx: Context) -> TaskPolicy:
+        """`task_policy` for a `tools/call` about to run: a name no tool has yet is first
+        looked up in the sources not read yet (with `ctx`, as the call would)."""
+        if tool_name not in self._tools and self._sourced and not self._sourced.get(tool_name):
+            await self._sourced.load(ctx, self._tools)
+        return self.task_policy(tool_name)
 
     def param_headers(self, tool_name: str) -> tuple[ParamHeader, ...]:
         """The `Mcp-Param-*` headers a call of `tool_name` must carry (from the

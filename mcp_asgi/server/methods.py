@@ -102,6 +102,8 @@ class Methods:
                 await self._sourced.load(ctx, self._tools)
                 sourced = self._sourced.get(name)
             if sourced is not None:
+                if ctx.task_id is None and sourced.source.task == "required":
+                    raise missing_tasks_extension(name)  # a 2025-era request: no tasks there
                 return await sourced.call(_arguments(request), ctx)
         tool = _named(self._tools, request, "tool")
         if ctx.task_id is None and self._task_policies.get(tool.name) == "required":

@@ -9,7 +9,7 @@ from the handler, and refuses a name that is already taken.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, TypeVar, get_args, overload
+from typing import Any, TypeVar, get_args, overload
 
 from mcp_asgi.server.metadata import (
     Annotations,
@@ -25,15 +25,10 @@ from mcp_asgi.server.primitives import Prompt, Resource, Tool
 from mcp_asgi.server.schema import inspect_handler, parse_docstring
 from mcp_asgi.server.scopes import check_scopes, security_scopes
 from mcp_asgi.server.sourced import SourcedTools
-from mcp_asgi.server.sources import ToolSource
+from mcp_asgi.server.sources import TaskPolicy, ToolSource
 
 F = TypeVar("F", bound=Callable[..., Any])
 Completer = Callable[..., Any]
-TaskPolicy = Literal["never", "optional", "required"]
-"""When a tool runs as a task (the Tasks extension, docs/tasks.md): `never` (a plain
-call), `optional` (a task when the request declares the extension and the work outlasts
-the `task_result_window`), `required` (always a task: -32021 for a request that does not
-declare the extension)."""
 
 
 class Registry:

@@ -22,7 +22,7 @@ from mcp_asgi._loggers import errors_logger as _errors
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, JsonObject, McpError
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.primitives import tool_error
-from mcp_asgi.server.sources import SourceTool, ToolSource
+from mcp_asgi.server.sources import SourceTool, TaskPolicy, ToolSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +150,20 @@ class SourcedTools:
     def declared_scopes(self) -> frozenset[str]:
         found = (c.source.scopes for c in self._catalogs)
         return frozenset().union(*(s for s in found if s))
+
+    def task_of(self, name: str) -> TaskPolicy:
+        """Whether a call of `name` may run as a task: its source's `task`; for a name no
+        catalog has while a catalog is still unread, `"optional"` if an unread source's
+        tools may run as tasks (the caller reads the sources, then asks again)."""
+        tool = self.get(name)
+        if tool is not None:
+            return tool.source.task
+        unread = [c.source.task for c in self._catalogs if c.stale and not c.tools]
+        return "optional" if any(task != "never" for task in unread) else "never"
+
+    def may_run_tasks(self) -> bool:
+        """Whether a source's tools may run as tasks."""
+        return any(c.source.task != "never" for c in self._catalogs)
 
     def timeout_of(self, name: str) -> float | None:
         """A call's timeout: its source's; for a name no catalog has while a catalog is

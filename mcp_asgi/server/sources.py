@@ -19,6 +19,8 @@ The server's side (which tools are exposed, read when, under which names) is
                                  ─► selected (include/exclude), named (names, prefix)
     tools/call of such a name    ─► source.call_tool(tool, arguments, ctx), in the
                                     handler's task: the request's cancellation reaches it
+                                    (with task=: maybe as a task, the way a decorated
+                                    tool's task= decides; a task's cancel reaches it too)
     source.changed()             ─► the list is read again at the next tools/list, and
                                     listening clients get notifications/tools/list_changed
     McpServer.running()          ─► every source's running() entered (its connection or
@@ -36,15 +38,20 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 from mcp_asgi.protocol.jsonrpc import JsonObject
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.scopes import check_scopes
 
-__all__ = ["Collision", "Selection", "SourceTool", "ToolSource", "tool_name"]
+__all__ = ["Collision", "Selection", "SourceTool", "TaskPolicy", "ToolSource", "tool_name"]
 
 Collision = Literal["skip", "refuse"]
+TaskPolicy = Literal["never", "optional", "required"]
+"""When a tool runs as a task (the Tasks extension, docs/tasks.md): `never` (a plain
+call), `optional` (a task when the request declares the extension and the work outlasts
+the `task_result_window`), `required` (always a task: -32021 for a request that does not
+declare the extension)."""
 
 _LABELLED: Final = re.compile(r"([a-z]+):(.*)", re.DOTALL)
 _NOT_IN_NAME: Final = re.compile(r"[^A-Za-z0-9_.-]")
@@ -103,6 +110,10 @@ class ToolSource(abc.ABC):
     - `scopes`: the OAuth scopes calling (and listing) its tools needs, with
       authorization on; default: the server's `default_scopes`.
     - `timeout`: seconds after which a call of its tools is cancelled (reason `timeout`).
+    - `task`: whether a call of its tools may run as a task (the Tasks extension,
+      docs/tasks.md), as `@server.tool(task=...)`: `"never"` (the default), `"optional"`,
+      `"required"`. A task's work is cancelled only by `tasks/cancel`, its deadline or
+      the server's shutdown, never by its creator's disconnect.
     - `on_collision`: what a name already taken (by a decorated tool, or another source's)
       does. `"skip"` (the default): it is not exposed again, the first one keeps it, and
       the later one is logged (`mcp_asgi.errors`, WARNING). `"refuse"`: the source's first
@@ -124,10 +135,13 @@ class ToolSource(abc.ABC):
         scopes: Sequence[str] | None = None,
         timeout: float | None = None,
         on_collision: Collision = "skip",
+        task: TaskPolicy = "never",
     ) -> None:
         owner = type(self).__name__
         if timeout is not None and timeout <= 0:
             raise ValueError(f"{owner}: timeout must be positive")
+        if task not in get_args(TaskPolicy):
+            raise ValueError(f"{owner}: task must be one of {get_args(TaskPolicy)}, not {task!r}")
         if on_collision not in ("skip", "refuse"):
             raise ValueError(f"{owner}: on_collision must be 'skip' or 'refuse'")
         if not isinstance(prefix, str):
@@ -143,6 +157,9 @@ class ToolSource(abc.ABC):
         """Seconds after which a call of its tools is cancelled, or None."""
         self.on_collision: Collision = on_collision
         """What a name already taken does: `"skip"` (logged) or `"refuse"` (ValueError)."""
+        self.task: TaskPolicy = task
+        """Whether a call of its tools may run as a task: `"never"`, `"optional"`,
+        `"required"`."""
         self._names = renames
         self._prefix = prefix
         self._listeners: list[Callable[[], None]] = []

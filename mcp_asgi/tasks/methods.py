@@ -82,7 +82,9 @@ class TaskMethods:
         inputs: Asking | None,
     ) -> JsonObject:
         name = str(request.params["name"])
-        policy = self._server.task_policy(name)
+        policy = await self._server.call_task_policy(name, ctx)  # a source's: read now
+        if policy == "never":  # a source's tool after all (its source read just now)
+            return await self._server.dispatch(request, ctx, options)
         if not declares_tasks(request):
             if policy == "required":
                 raise missing_tasks_extension(name)

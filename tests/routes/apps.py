@@ -1,7 +1,8 @@
 """The FastAPI app whose routes the tests expose as tools: path, query, header and body
 parameters, a response model, a recursive model, an auth dependency, a streaming answer,
-a slow route that records its cancellation (and its `yield` dependency's close), a form
-route, a route at the MCP path; and a token verifier for the MCP endpoint."""
+a slow route that records its cancellation (and its `yield` dependency's close), a route
+that watches for a disconnect as it works (for tasks), a form route, a route at the MCP
+path; and a token verifier for the MCP endpoint."""
 
 import threading
 from collections.abc import AsyncIterator
@@ -52,6 +53,7 @@ class Record:
         self.exited = threading.Event()
         self.closed = threading.Event()
         self.stream_closed = threading.Event()
+        self.watching = threading.Event()
         self.events: list[str] = []
         self.headers: dict[str, str | None] = {}
         self.state: Any = None
@@ -188,6 +190,28 @@ def build_app(record: Record) -> FastAPI:
         finally:
             record.exited.set()
         return {"done": resource}
+
+    @app.get("/watch", tags=["tasks"], operation_id="watch")
+    async def watch(
+        request: Request, resource: Annotated[str, Depends(held)], seconds: float = 30
+    ) -> dict[str, Any]:
+        """Works for `seconds`, looking for a disconnect as it goes; cancelled, it asks
+        `receive()` (shielded) what happened to its client."""
+        record.watching.set()
+        polls = 0
+        try:
+            with anyio.move_on_after(seconds):
+                while not await request.is_disconnected():
+                    polls += 1
+                    await anyio.sleep(0.02)
+        except BaseException as exc:
+            record.events.append(f"route {type(exc).__name__}")
+            with anyio.CancelScope(shield=True):
+                record.events.append(f"heard {(await request.receive())['type']}")
+            raise
+        finally:
+            record.exited.set()
+        return {"done": resource, "disconnected": await request.is_disconnected(), "polls": polls}
 
     @app.get("/broken", tags=["slow"], operation_id="broken")
     async def broken() -> dict[str, str]:

@@ -4,6 +4,7 @@ after the answer, after a cut and after a cancel."""
 from __future__ import annotations
 
 import anyio
+from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_asgi.routes.call import call_app
@@ -79,6 +80,25 @@ async def test_after_a_cancel_receive_reports_the_disconnect() -> None:
             tg.start_soon(cancel_soon)
             await call_app(app, SCOPE, b"", max_bytes=10, cancelled=lambda: cancelled)
     assert heard == ["http.disconnect"]
+
+
+async def test_a_probe_that_cancels_its_own_wait_is_not_a_disconnect() -> None:
+    """Starlette's `Request.is_disconnected()` cancels its own wait on `receive()`: that
+    is not the client leaving, and a listener after it still waits."""
+    heard: list[str] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        await receive()
+        assert not await request.is_disconnected()
+        with anyio.move_on_after(0.05):
+            heard.append((await receive())["type"])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+        heard.append((await receive())["type"])  # the answer is complete: now it is
+
+    answer = await call_app(app, SCOPE, b"", max_bytes=10)
+    assert (answer.status, heard) == (200, ["http.disconnect"])
 
 
 async def test_an_app_that_raises_before_answering_is_a_500() -> None:

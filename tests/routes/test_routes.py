@@ -138,6 +138,8 @@ def test_bad_options_are_refused_at_once() -> None:
         AppRoutes(Starlette())
     with pytest.raises(ValueError, match="max_response_bytes"):
         AppRoutes(max_response_bytes=0)
+    with pytest.raises(ValueError, match="task must be one of"):
+        AppRoutes(task="sometimes")  # type: ignore[arg-type]
 
 
 # -- a call ---------------------------------------------------------------------------------
