@@ -8,6 +8,8 @@ request's cancellation reaching the request it minted downstream.
     relay    the downstream's input requests (elicitation, sampling, roots) asked of the
              calling request's client when it can hold them open
              (`DownstreamInputUnsupported` otherwise)
+    watch    while connected: the connection checks (ping, or server/discover) and, at
+             2026-07-28, `subscriptions/listen` for its tool changes
     tools    `DownstreamTools`: its tools mounted on an `McpServer` as a tool source
              (prefix, include/exclude, collisions refused at start, list_changed relayed)
 

@@ -23,8 +23,9 @@ result is dropped by the SDK; a downstream that never knew the id ignores the ca
                                 an input request it cannot relay ──► DownstreamInputUnsupported
 
 The downstream's input requests (elicitation, sampling, roots) are relayed to the client of
-the calling request (downstream/relay.py); its `notifications/tools/list_changed` reaches
-the listeners of `on_tools_changed` (a `DownstreamTools` mounted on a server).
+the calling request (downstream/relay.py); its `notifications/tools/list_changed` (2025
+era) or its `subscriptions/listen` events (2026-07-28, downstream/watch.py) reach the
+listeners of `on_tools_changed` (a `DownstreamTools` mounted on a server).
 """
 
 from __future__ import annotations
@@ -41,12 +42,12 @@ from opentelemetry.trace import SpanKind, StatusCode
 from mcp_asgi._loggers import downstream_logger as logger
 from mcp_asgi._version import __version__
 from mcp_asgi.downstream.relay import DownstreamInputUnsupported, InputRelay
+from mcp_asgi.downstream.watch import follow_tools, until_lost
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, JsonObject, McpError
 from mcp_asgi.server.context import Context
 from mcp_asgi.telemetry import names as a
 
 _CONNECTION_CLOSED: Final = -32000  # the SDK's code for a connection that went away
-_CHECK_TIMEOUT: Final = 10.0  # seconds a connection check may take before it counts as lost
 
 
 class DownstreamUnavailable(McpError):
@@ -206,21 +207,14 @@ class Downstream:
             await anyio.sleep(min(self._max_backoff, self._backoff * 2 ** (failures - 1)))
 
     async def _until_lost(self, client: Any) -> None:
-        """Until a call saw the connection break, or (every `ping_interval`) a check fails."""
-        interval = self._ping_interval
-        while not self._lost.is_set():
-            with anyio.move_on_after(interval if interval is not None else math.inf):
-                await self._lost.wait()
-            if self._lost.is_set() or interval is None:
-                return
-            try:
-                with anyio.fail_after(max(interval, _CHECK_TIMEOUT)):
-                    await _probe(client)
-            except Exception:
-                logger.warning(
-                    "downstream %r: the connection check failed", self.name, exc_info=True
+        """While connected: the connection checks, and (2026-07-28) its tool changes."""
+        async with anyio.create_task_group() as watching:
+            if self._listeners:
+                watching.start_soon(
+                    follow_tools, client, self._tools_changed, self._backoff, self.name
                 )
-                return
+            await until_lost(client, self._lost, self._ping_interval, self.name)
+            watching.cancel_scope.cancel()
 
     def _connect(self) -> AbstractAsyncContextManager[Any]:
         from mcp import Client
@@ -358,17 +352,6 @@ class _HeaderTransport:
 
     async def __aexit__(self, *exc_info: Any) -> bool | None:
         return await self._stack.__aexit__(*exc_info)
-
-
-async def _probe(client: Any) -> None:
-    """A request that only checks the connection: `ping` on a 2025-era connection,
-    `server/discover` on a 2026-07-28 one (where `ping` no longer exists)."""
-    from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
-
-    if client.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
-        await client.session.send_ping()  # (Client.send_ping warns whatever was negotiated)
-    else:
-        await client.session.discover()
 
 
 def _relay(ctx: Context) -> Any:

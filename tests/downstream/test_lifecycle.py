@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,11 @@ import anyio
 import pytest
 from starlette.types import Message
 
-from mcp_asgi import DownstreamTools, McpServer
+from mcp_asgi import Downstream, DownstreamTools, McpServer
 from mcp_asgi.testing import McpStream, McpTestClient, serve
 
 from ..helpers import eventually, mcp_app
+from ..servers import ROOT
 from . import everything
 from .everything import LONG, needs_everything
 from .test_propagation import stdio_downstream
@@ -174,3 +176,29 @@ async def test_per_downstream_timeout(tmp_path: Path, caplog: pytest.LogCaptureF
     assert cancelled["id"] == call["id"]
     assert cancelled["running"], cancelled
     assert cancelled["aborted"], cancelled
+
+
+async def test_list_changes_followed_at_2026() -> None:
+    """A 2026-07-28 downstream (mcp_asgi over stdio) announces tool changes only on a
+    `subscriptions/listen` stream: the gateway listens, and its own listening client is
+    told when a downstream tool adds another; the next tools/list shows it."""
+    command = ["-m", "mcp_asgi.stdio", "tests.downstream.changing_server:server"]
+    env = {"PYTHONPATH": str(ROOT), "PATH": os.environ["PATH"]}
+    downstream = Downstream.stdio("inner", sys.executable, command, env=env, cwd=str(ROOT))
+    server = McpServer("gateway")
+    server.add_source(DownstreamTools(downstream))
+    with serve(mcp_app(server)) as live:
+        client = McpTestClient(live.url + "/mcp")
+        listen = {"notifications": {"toolsListChanged": True}}
+        async with client.stream("subscriptions/listen", listen, id="L") as changes:
+            ack = await changes.next_message()
+            assert ack is not None
+            assert ack["method"] == "notifications/subscriptions/acknowledged"
+            assert await client.call_tool("inner_grow", {"name": "fresh"})
+            changed = await changes.next_message()
+            assert changed is not None
+            assert changed["method"] == "notifications/tools/list_changed"
+        listed = await client.request("tools/list", {})
+        names = {tool["name"] for tool in listed.final["result"]["tools"]}
+        assert names == {"inner_grow", "inner_fresh"}
+        assert (await client.call_tool("inner_fresh", {}))["content"][0]["text"] == "fresh"
