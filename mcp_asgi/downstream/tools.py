@@ -25,7 +25,7 @@ from mcp_asgi._loggers import downstream_logger as logger
 from mcp_asgi.downstream.client import Downstream
 from mcp_asgi.protocol.jsonrpc import JsonObject
 from mcp_asgi.server.context import Context
-from mcp_asgi.server.sources import Collision, SourceTool, ToolSource
+from mcp_asgi.server.sources import Collision, SourceTool, TaskPolicy, ToolSource
 
 
 class DownstreamTools(ToolSource):
@@ -39,8 +39,10 @@ class DownstreamTools(ToolSource):
     - `on_collision`: `"refuse"` (default): a name already taken (by a decorated tool or
       another source) stops the app at start with a `ValueError` naming it; `"skip"`:
       the first one keeps the name, logged.
-    - `scopes`, `timeout`: as for every `ToolSource`; the downstream's own `timeout`
-      applies too.
+    - `scopes`, `timeout`, `task`: as for every `ToolSource`; the downstream's own `timeout`
+      applies too. With `task="optional"` or `"required"` its tools may run as tasks: a
+      `tasks/cancel` then cancels the downstream request, and the downstream's questions
+      are asked on the task.
     - `start_timeout`: seconds the app's start waits for the downstream's list; past it
       (or when it fails) its tools are listed at the first request instead, logged.
 
@@ -59,6 +61,7 @@ class DownstreamTools(ToolSource):
         scopes: Sequence[str] | None = None,
         timeout: float | None = None,
         on_collision: Collision = "refuse",
+        task: TaskPolicy = "never",
         start_timeout: float = 10.0,
     ) -> None:
         if not isinstance(downstream, Downstream):
@@ -73,6 +76,7 @@ class DownstreamTools(ToolSource):
             scopes=scopes,
             timeout=timeout,
             on_collision=on_collision,
+            task=task,
         )
         self.downstream = downstream
         """The downstream server whose tools these are."""

@@ -32,7 +32,8 @@ def gateway(tap: Path, otel: Otel | None = None) -> Iterator[LiveServer]:
     the downstream directly."""
     downstream = everything.stdio(tap, tracer_provider=otel.tracer_provider if otel else None)
     server = McpServer("gateway")
-    server.add_source(DownstreamTools(downstream, prefix="ev_", include=[ELICIT, SAMPLE]))
+    include = [ELICIT, SAMPLE, LONG]
+    server.add_source(DownstreamTools(downstream, prefix="ev_", include=include, task="optional"))
 
     @server.tool(task="optional")
     async def relay(tool: str, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
@@ -132,3 +133,23 @@ async def test_task_cancel_reaches_downstream(tmp_path: Path) -> None:
 def _cancelled(tap: Path, request_id: Any) -> dict[str, Any] | None:
     found = [r for r in everything.records(tap, "cancelled") if r["id"] == request_id]
     return found[0] if found else None
+
+
+async def test_mounted_tool_as_a_task(tmp_path: Path) -> None:
+    """DownstreamTools(task="optional"): a mounted tool called as a task (ctx.start_task
+    is not needed: the result window ends) and cancelled by tasks/cancel: the downstream
+    request is cancelled (running, aborted) and the task ends cancelled."""
+    tap = tmp_path / "tap.jsonl"
+    with gateway(tap) as live:
+        client = TaskClient(live.url)
+        result = await client.call(f"ev_{LONG}", duration=60, steps=60)
+        assert result["resultType"] == "task", result
+        [call] = everything.requests(tap, "tools/call")
+        await client.rpc("tasks/cancel", str(result["taskId"]))
+        ended = await client.until(str(result["taskId"]), "cancelled", "completed", "failed")
+        assert ended["status"] == "cancelled"
+        await eventually(lambda: _cancelled(tap, call["id"]) is not None, what="the cancel")
+    seen = _cancelled(tap, call["id"])
+    assert seen is not None
+    assert seen["running"], seen
+    assert seen["aborted"], seen
