@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client, types
 
 from mcp_asgi import Context, DownstreamTools, McpServer
@@ -90,12 +91,18 @@ async def test_refused_on_a_plain_2026_request(tmp_path: Path) -> None:
     await eventually(lambda: _cancelled(tap, call["id"]) is not None, what="the cancel")
 
 
-async def test_relayed_on_a_task(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mounted", [False, True], ids=["handler", "mounted"])
+async def test_relayed_on_a_task(mounted: bool, tmp_path: Path) -> None:
     """On a task the downstream's question puts the task in input_required; the answer
-    given by tasks/update is handed down, and the task completes with the tool's result."""
+    given by tasks/update is handed down, and the task completes with the tool's result.
+    Through a handler already a task, and through the mounted tool (task="optional"),
+    which the question makes a task at once."""
     with gateway(tmp_path / "tap.jsonl") as live:
         client = TaskClient(live.url, elicitation={})
-        task_id = await client.start("relay", tool=ELICIT, arguments={})
+        if mounted:
+            task_id = await client.start(f"ev_{ELICIT}")
+        else:
+            task_id = await client.start("relay", tool=ELICIT, arguments={})
         asking = await client.until(task_id, "input_required")
         [(key, question)] = asking["inputRequests"].items()
         assert question["method"] == "elicitation/create"
