@@ -147,11 +147,12 @@ class InputRelay:
 
         call = self._asker()
         if call is None or call.ctx is None:
-            detail = (
-                "several calls are in flight on this connection, so the one asking cannot be told"
-                if len(self._calls) > 1
-                else "no call of ours is in flight"
-            )
+            if call is not None:
+                detail = "the call was made without its handler's context (ctx)"
+            elif self._calls:
+                detail = "several calls are in flight, so the one asking cannot be told"
+            else:
+                detail = "no call of ours is in flight"
             return types.ErrorData(code=INVALID_REQUEST, message=f"{method} refused: {detail}")
         ctx = call.ctx
         if not ctx.asks_in_place and not await ctx.start_task():
