@@ -25,7 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    run_stdio(server)
+    try:
+        run_stdio(server)
+    except ValueError as exc:  # it cannot start: a tool source refused a name already taken
+        print(f"error: the server cannot start: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

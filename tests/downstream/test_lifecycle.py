@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -202,3 +203,26 @@ async def test_list_changes_followed_at_2026() -> None:
         names = {tool["name"] for tool in listed.final["result"]["tools"]}
         assert names == {"inner_grow", "inner_fresh"}
         assert (await client.call_tool("inner_fresh", {}))["content"][0]["text"] == "fresh"
+
+
+def test_collision_refused_at_start_over_stdio(tmp_path: Path) -> None:
+    """`python -m mcp_asgi.stdio` of a server whose source refuses a name: exit status 1,
+    the reason on stderr, no traceback, no child left."""
+    tap = tmp_path / "tap.jsonl"
+    command = [sys.executable, "-m", "mcp_asgi.stdio", "tests.downstream.colliding_server:server"]
+    env = {**os.environ, "EVERYTHING_TAP": str(tap)}
+    done = subprocess.run(
+        command,
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        capture_output=True,
+        text=True,
+        timeout=25,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "cannot start: DownstreamTools: tool names already taken: 'everything_echo'" in (
+        done.stderr
+    )
+    assert "Traceback" not in done.stderr
+    assert everything.processes_of(tap) == []
