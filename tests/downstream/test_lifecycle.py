@@ -68,7 +68,8 @@ async def test_collision_refused_at_start(tmp_path: Path) -> None:
 
 
 async def test_skip_keeps_the_first(tmp_path: Path) -> None:
-    """on_collision='skip': the decorated tool keeps the name, the others are served."""
+    """on_collision='skip': the decorated tool keeps the name, the others are served. A
+    second source on the same downstream selects by annotation (`annotation:<hint>`)."""
     tap = tmp_path / "tap.jsonl"
     server = McpServer("gateway")
 
@@ -77,16 +78,29 @@ async def test_skip_keeps_the_first(tmp_path: Path) -> None:
         """Taken before the downstream's echo."""
         return "ours: " + message
 
-    source = DownstreamTools(
-        everything.stdio(tap), prefix="ev_", include=["echo", "get-sum"], on_collision="skip"
+    downstream = everything.stdio(tap)
+    server.add_source(
+        DownstreamTools(downstream, prefix="ev_", include=["echo", "get-sum"], on_collision="skip")
     )
-    server.add_source(source)
+    writers = DownstreamTools(
+        downstream, prefix="rw_", include=["echo", "toggle-*"], exclude=["annotation:readOnlyHint"]
+    )
+    server.add_source(writers)
     with serve(mcp_app(server)) as live:
         client = McpTestClient(live.url + "/mcp")
         answer = await client.call_tool("ev_echo", {"message": "hi"})
         assert answer["content"][0]["text"] == "ours: hi"
         answer = await client.call_tool("ev_get-sum", {"a": 1, "b": 1})
         assert "2" in answer["content"][0]["text"]
+        listed = await client.request("tools/list", {})
+    names = {tool["name"] for tool in listed.final["result"]["tools"]}
+    assert names == {
+        "ev_echo",
+        "ev_get-sum",
+        "rw_toggle-simulated-logging",
+        "rw_toggle-subscriber-updates",
+    }
+    assert len(everything.records(tap, "started")) == 1  # one child for both sources
 
 
 async def test_child_restarted_with_backoff(tmp_path: Path) -> None:
