@@ -57,12 +57,12 @@ class Beside(Protocol):
 
 def beside(fn: Child, *args: Any) -> Beside:
     """Run `fn(*args)` beside the body of the `async with` block this is used in."""
-    if _on_asyncio():
+    if on_asyncio():
         return TaskBeside(fn, *args)
     return GroupBeside(fn, *args)
 
 
-def _on_asyncio() -> bool:
+def on_asyncio() -> bool:
     """Whether the current task is an asyncio task (cheaper than asking anyio or sniffio;
     a trio task hosted on an asyncio loop, in guest mode, is not one)."""
     try:
@@ -145,6 +145,19 @@ class TaskBeside:
             raise error
         if interrupted is not None:
             raise interrupted
+
+
+async def join(task: asyncio.Task[None]) -> None:
+    """Wait for `task` to finish, holding a cancellation of the caller until it has (then
+    raising it); the task's own outcome is left in it."""
+    interrupted: BaseException | None = None
+    while not task.done():
+        try:
+            await _done(task)
+        except asyncio.CancelledError as cancelled:
+            interrupted = cancelled
+    if interrupted is not None:
+        raise interrupted
 
 
 def _done(task: asyncio.Task[None]) -> asyncio.Future[None]:

@@ -2,10 +2,13 @@
 
 Lifecycle (`run`)::
 
-    main task      handler ──► result/error ──► write(final) ─┐
-    watcher task   Watcher.watch(): CLIENT_GONE | DEADLINE | STOPPED
+    handler task   handler ──► result/error ──► write(final) ──► stop the watcher
+    request task   (on asyncio, once the handler's first step is over without an answer)
+                   Watcher.watch(): CLIENT_GONE | DEADLINE | STOPPED
                        └─► the scope decides: cancel (client_disconnect, timeout) or go on
                    after a signal: tell the client ──► grace ──► exited | orphaned
+                   cancelled from outside (a server's shutdown) ──► server_shutdown, before
+                   the handler hears of it
 
 Only the scope cancels (`cancel`, the first signal wins), ends the request and settles its
 outcome. Its helpers report to it and never act on it: the watcher returns why it stopped,
@@ -19,6 +22,8 @@ properties, like trio's `CancelScope`.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import math
 import threading
 from collections.abc import Awaitable, Callable
@@ -29,7 +34,7 @@ from starlette.types import Receive
 
 from mcp_asgi._loggers import errors_logger as _errors
 from mcp_asgi.http.reply import ReplyWriter
-from mcp_asgi.lifecycle.beside import beside
+from mcp_asgi.lifecycle.beside import beside, join, on_asyncio
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled, signal_token
 from mcp_asgi.lifecycle.cancel_log import log_cancelled, log_ignored, log_orphan_exited
 from mcp_asgi.lifecycle.clock import Clock, loop_clock
@@ -267,18 +272,52 @@ class RequestScope:
         the cancellation propagates.
         """
         try:
-            async with beside(self._handle, call):
-                try:
-                    await self._watch(receive)
-                except anyio.get_cancelled_exc_class():
-                    # our own cancel scopes swallow their cancellations: this one came from
-                    # outside, before the handler (in its own task) has heard of it
-                    with anyio.CancelScope(shield=True):
-                        await self._stopped_from_outside()
-                    raise
+            if on_asyncio():
+                await self._run_on_asyncio(receive, call)
+            else:
+                async with beside(self._handle, call):
+                    await self._watch_from_outside(receive)
         finally:
             self._end()
             self._over.set()
+
+    async def _run_on_asyncio(
+        self, receive: Receive, call: Callable[[], Awaitable[JsonObject]]
+    ) -> None:
+        """The handler's task takes its first step before anything else: a handler that
+        answers without waiting for anything is then over, and no watcher is needed (most
+        requests). Leaving waits for the handler's task, holding a cancellation until then."""
+        loop = asyncio.get_running_loop()
+        handler = contextvars.copy_context().run(loop.create_task, self._handle(call))
+        try:
+            await self._watch_from_outside(receive, first=handler)
+        except BaseException:
+            if not handler.done() and self._reason is None:
+                handler.cancel()  # the watcher failed: nothing would watch the handler
+            await join(handler)
+            raise
+        await join(handler)
+        if not handler.cancelled() and (error := handler.exception()) is not None:
+            raise error
+
+    async def _watch_from_outside(
+        self, receive: Receive, first: asyncio.Task[None] | None = None
+    ) -> None:
+        """The request's own task: watch (after the handler's first step, if `first`: not
+        at all if that answered and nothing cancelled it), and record a cancellation that
+        comes from outside as `server_shutdown` before the handler, in its own task, hears
+        of it."""
+        try:
+            if first is not None:
+                await asyncio.sleep(0)  # the handler's task was scheduled first: it runs now
+                if first.done() and self._reason is None:
+                    return
+            await self._watch(receive)
+        except anyio.get_cancelled_exc_class():
+            # our own cancel scopes swallow their cancellations: this one came from outside
+            with anyio.CancelScope(shield=True):
+                await self._stopped_from_outside()
+            raise
 
     async def _handle(self, call: Callable[[], Awaitable[JsonObject]]) -> None:
         """The handler's task: call it, write its final reply, then stop the watcher."""
