@@ -176,27 +176,23 @@ async def test_a_final_response_that_cannot_be_sent_is_too_late(
 
 async def test_a_thread_cancelled_before_it_started_is_not_counted(otel: Otel) -> None:
     """A sync tool still waiting for a worker thread when the client leaves: the request
-    exits at once, its function never runs, and it is not left counted as running."""
+    exits at once, its function never runs, and it is not left counted as running. (The
+    only thread of `max_threads=1` is held by another call's `ctx.run_sync`.)"""
     seen = Seen()
-    app = mcp_app(build_server(seen), otel, cancel_grace=0.2)
-    limiter = anyio.to_thread.current_default_thread_limiter()
-    saved = limiter.total_tokens
-    release = threading.Event()
-    limiter.total_tokens = 1
-    try:
-        async with watchdog(), anyio.create_task_group() as tg:
-            tg.start_soon(anyio.to_thread.run_sync, release.wait, 10)  # takes the only token
-            await anyio.wait_all_tasks_blocked()
-            wire = wire_for("tools/call", {"name": "threaded"}, accept=JSON)
-            tg.start_soon(wire.run, app)
-            await anyio.wait_all_tasks_blocked()
-            wire.disconnect()
-            await anyio.wait_all_tasks_blocked()
-            release.set()
-    finally:
-        limiter.total_tokens = saved
+    app = mcp_app(build_server(seen), otel, cancel_grace=0.2, max_threads=1)
+    holder = wire_for("tools/call", {"name": "offloaded"}, accept=JSON)
+    waiting = wire_for("tools/call", {"name": "threaded"}, accept=JSON)
+    async with watchdog(), anyio.create_task_group() as tg:
+        tg.start_soon(holder.run, app)
+        await seen.started.wait()
+        tg.start_soon(waiting.run, app)
+        await anyio.wait_all_tasks_blocked()
+        waiting.disconnect()
+        await anyio.wait_all_tasks_blocked()
+        holder.disconnect()
+        await seen.exited.wait()
     assert not seen.thread_ran.is_set()
-    [span] = otel.spans.get_finished_spans()
+    [span] = [s for s in otel.spans.get_finished_spans() if s.name == "tools/call threaded"]
     assert attrs(span)["mcp_asgi.cancellation.outcome"] == "exited"
     assert not app._inflight
 
