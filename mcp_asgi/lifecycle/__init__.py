@@ -7,6 +7,7 @@
     cancel         CancelReason, CancelToken, RequestCancelled
     cancel_log     the `mcp_asgi.cancellation` log records
     work           RunningWork: the handler, its threads and owned resources
+    threads        the worker threads of sync handlers (a cheap pool on asyncio)
     process        ctx.run_process / stream_process; process_group: process groups
     beside         a cheap one-child task group; lazy_event: an event made on first wait
     clock          Clock: where deadlines are computed (a fake one in tests)

@@ -21,6 +21,7 @@ import anyio.lowlevel
 from mcp_asgi._loggers import errors_logger as _errors
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled
 from mcp_asgi.lifecycle.lazy_event import LazyEvent
+from mcp_asgi.lifecycle.threads import run_in_thread
 
 T = TypeVar("T")
 
@@ -59,11 +60,16 @@ class ThreadSlots:
         return 0 if self._slots is None else self._slots.statistics().tasks_waiting
 
     async def acquire(self, borrower: object) -> anyio.CapacityLimiter:
-        """Wait for a slot (cancellable); returns the limiter to hand to `to_thread`."""
+        """Wait for a slot (cancellable); returns the limiter to hand to `to_thread`. A
+        free slot is taken without a turn of the event loop (the caller checks for a
+        cancellation before it starts the thread)."""
         if self._slots is None or self._unbounded is None:
             self._slots = anyio.CapacityLimiter(self.total)
             self._unbounded = anyio.CapacityLimiter(math.inf)
-        await self._slots.acquire_on_behalf_of(borrower)
+        try:
+            self._slots.acquire_on_behalf_of_nowait(borrower)
+        except anyio.WouldBlock:
+            await self._slots.acquire_on_behalf_of(borrower)
         return self._unbounded
 
     def release(self, borrower: object) -> None:
@@ -155,7 +161,7 @@ class RunningWork:
 
         self.running += 1
         try:
-            result = await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=limiter)
+            result = await run_in_thread(work, limiter)
         except BaseException:
             if not job.abandon():
                 returned()

@@ -1,0 +1,147 @@
+"""The worker-thread pool of sync handlers (lifecycle/threads.py): what a thread sees is what
+anyio's own worker threads see, a cancel abandons the call, results come back in batches."""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import threading
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+import pytest
+import sniffio
+
+from mcp_asgi.lifecycle import threads
+from mcp_asgi.lifecycle.threads import run_in_thread
+
+pytestmark = [pytest.mark.anyio, pytest.mark.both_loops]
+
+WHO = contextvars.ContextVar[str]("who")
+
+
+def bounded() -> anyio.CapacityLimiter:
+    """The caller bounds its threads (as `ThreadSlots` does): the pool runs the call."""
+    return anyio.CapacityLimiter(math.inf)
+
+
+async def test_the_thread_sees_the_callers_context_and_no_async_library() -> None:
+    """contextvars are copied; sniffio reports no async library in the thread."""
+    WHO.set("caller")
+
+    def look() -> tuple[str, str | None, bool]:
+        try:
+            library: str | None = sniffio.current_async_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            library = None
+        return WHO.get(), library, threading.current_thread() is threading.main_thread()
+
+    assert await run_in_thread(look, bounded()) == ("caller", None, False)
+
+
+async def test_anyio_from_thread_works_without_a_token() -> None:
+    """The thread is an anyio worker thread: `from_thread.run` and `run_sync` reach the loop."""
+    seen: list[str] = []
+
+    async def on_loop() -> str:
+        await anyio.lowlevel.checkpoint()
+        return "ran on the loop"
+
+    def work() -> str:
+        anyio.from_thread.run_sync(seen.append, "sync")
+        return anyio.from_thread.run(on_loop)
+
+    assert await run_in_thread(work, bounded()) == "ran on the loop"
+    assert seen == ["sync"]
+
+
+async def test_a_cancel_abandons_the_thread_and_check_cancelled_raises_in_it() -> None:
+    """The caller moves on at once; the thread goes on and sees the cancel through anyio."""
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
+    outcome: list[str] = []
+
+    def work() -> None:
+        started.set()
+        release.wait(5)
+        try:
+            anyio.from_thread.check_cancelled()
+            outcome.append("not cancelled")
+        except BaseException as exc:  # anyio raises the loop's cancellation exception
+            outcome.append(type(exc).__name__)
+        finished.set()
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                await run_in_thread(work, bounded())
+                outcome.append("returned")  # never: the call was cancelled
+
+            tg.start_soon(call)
+            await anyio.to_thread.run_sync(started.wait)
+            tg.cancel_scope.cancel()
+    assert outcome == []  # the caller left while the thread still ran
+    release.set()
+    await anyio.to_thread.run_sync(finished.wait, 5)
+    [seen] = outcome
+    assert seen in {"CancelledError", "Cancelled"}  # asyncio's, trio's
+
+
+async def test_a_call_cancelled_before_it_starts_never_runs() -> None:
+    """A cancelled caller starts no thread."""
+    ran: list[bool] = []
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await run_in_thread(lambda: ran.append(True), bounded())
+    assert scope.cancelled_caught
+    await anyio.sleep(0.05)
+    assert ran == []
+
+
+async def test_many_calls_at_once_each_get_their_own_result() -> None:
+    """Results handed back in batches reach the right callers; errors are raised."""
+    results: dict[int, int] = {}
+
+    async def one(n: int) -> None:
+        results[n] = await run_in_thread(lambda: n * n, bounded())
+
+    async with anyio.create_task_group() as tg:
+        for n in range(200):
+            tg.start_soon(one, n)
+    assert results == {n: n * n for n in range(200)}
+
+    def fails() -> None:
+        raise ValueError("from the thread")
+
+    with pytest.raises(ValueError, match="from the thread"):
+        await run_in_thread(fails, bounded())
+
+    def stops() -> None:
+        raise StopIteration
+
+    with pytest.raises(RuntimeError, match="StopIteration"):
+        await run_in_thread(stops, bounded())
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_idle_threads_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread idle for IDLE_SECONDS ends; the next call starts another."""
+    monkeypatch.setattr(threads, "IDLE_SECONDS", 0.05)
+    used: set[threading.Thread] = set()
+
+    def this() -> threading.Thread:
+        return threading.current_thread()
+
+    async def one() -> None:
+        used.add(await run_in_thread(this, bounded()))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(8):
+            tg.start_soon(one)
+    assert {t.name for t in used} == {"mcp_asgi worker"}
+    for thread in used:
+        await anyio.to_thread.run_sync(thread.join, 5)
+        assert not thread.is_alive()
+    assert await run_in_thread(this, bounded()) not in used
