@@ -59,11 +59,26 @@ class Watcher:
             self._cancel_scope.cancel()
 
     async def watch(self, receive: Receive) -> WatchEnd:
-        """Wait until the client is gone, the deadline passes, or `stop()`."""
-        with self._scope() as scope:
-            await self._until_disconnect(receive)
-            return WatchEnd.CLIENT_GONE
-        return self._why(scope)
+        """Wait until the client is gone, the deadline passes, or `stop()`; write a
+        keep-alive each time the reply has been quiet for the interval.
+
+        One cancel scope per quiet period serves the deadline, `stop()` and the next
+        keep-alive at once (the earliest of the two times): a request answered before its
+        first keep-alive, the common case, costs one scope."""
+        while True:
+            quiet = self._interval < math.inf
+            until = min(self._deadline, anyio.current_time() + self._interval) if quiet else None
+            with self._scope(until) as scope:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                return WatchEnd.CLIENT_GONE
+            if self._stopped or until is None or until >= self._deadline:
+                return self._why(scope)
+            with self._scope() as scope:  # the quiet period is over: a keep-alive
+                if self._keepalive is not None and not await self._keepalive():
+                    return WatchEnd.CLIENT_GONE
+            if scope.cancel_called:  # stopped, or the deadline passed, while it was written
+                return WatchEnd.STOPPED if self._stopped else WatchEnd.DEADLINE
 
     async def until_deadline(self) -> WatchEnd:
         """Wait, no longer reading `receive()`, until the deadline passes or `stop()`."""
@@ -71,8 +86,10 @@ class Watcher:
             await anyio.sleep_forever()
         return self._why(scope)
 
-    def _scope(self) -> anyio.CancelScope:
-        self._cancel_scope = scope = anyio.CancelScope(deadline=self._deadline)
+    def _scope(self, deadline: float | None = None) -> anyio.CancelScope:
+        """A scope that `stop()` cancels, ending at `deadline` (default: the request's)."""
+        until = self._deadline if deadline is None else deadline
+        self._cancel_scope = scope = anyio.CancelScope(deadline=until)
         if self._stopped:
             scope.cancel()
         return scope
@@ -81,12 +98,3 @@ class Watcher:
         return (
             WatchEnd.DEADLINE if scope.cancelled_caught and not self._stopped else WatchEnd.STOPPED
         )
-
-    async def _until_disconnect(self, receive: Receive) -> None:
-        """Read `receive()` until the client is gone, with keep-alives while it is quiet."""
-        while True:
-            with anyio.move_on_after(self._interval) as quiet:
-                if (await receive())["type"] == "http.disconnect":
-                    return
-            if quiet.cancelled_caught and self._keepalive and not await self._keepalive():
-                return
