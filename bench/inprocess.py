@@ -90,9 +90,12 @@ async def _one_call(app: Any, scope: dict[str, Any], payload: bytes) -> bytes:
     return b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
 
 
-async def _measure(app: Any, calls: int, concurrency: int) -> float:
-    """µs per request over `calls` echo calls, `concurrency` in flight."""
-    request = load.tool_call("echo", {"text": load.ECHO_TEXT}, 1, PORT)
+async def _measure(
+    app: Any, calls: int, concurrency: int, tool: str = "echo", clock: Any = time.perf_counter
+) -> float:
+    """µs per request over `calls` calls of `tool` (an echo), `concurrency` in flight, on
+    `clock` (wall clock, or the process's CPU time: all its threads)."""
+    request = load.tool_call(tool, {"text": load.ECHO_TEXT}, 1, PORT)
     scope = _scope_of(request)
     payload = request.partition(b"\r\n\r\n")[2]
     reply = await _one_call(app, scope, payload)
@@ -103,9 +106,9 @@ async def _measure(app: Any, calls: int, concurrency: int) -> float:
         for _ in range(n):
             await _one_call(app, scope, payload)
 
-    started = time.perf_counter()
+    started = clock()
     await asyncio.gather(*(worker(calls // concurrency) for _ in range(concurrency)))
-    return (time.perf_counter() - started) / (calls // concurrency * concurrency) * 1e6
+    return (clock() - started) / (calls // concurrency * concurrency) * 1e6
 
 
 async def _lifespan(app: Any) -> Callable[[], Any]:
@@ -137,16 +140,19 @@ async def _run(args: argparse.Namespace) -> dict[str, list[float]]:
     stops = [await _lifespan(app) for app in apps.values()]
     results: dict[str, list[float]] = {name: [] for name in names}
     try:
+        clock = time.process_time if args.cpu else time.perf_counter
         for app in apps.values():  # warm up
-            await _measure(app, args.calls // 4, args.concurrency)
+            await _measure(app, args.calls // 4, args.concurrency, args.tool)
         for round_no in range(args.rounds):
             order = names[::-1] if round_no % 2 else names
             for name in order:
-                results[name].append(await _measure(apps[name], args.calls, args.concurrency))
+                results[name].append(
+                    await _measure(apps[name], args.calls, args.concurrency, args.tool, clock)
+                )
         if args.profile:
             profiler = cProfile.Profile()
             profiler.enable()
-            await _measure(apps[args.profile], args.calls, args.concurrency)
+            await _measure(apps[args.profile], args.calls, args.concurrency, args.tool)
             profiler.disable()
             profiler.dump_stats(args.profile_out)
             stats = pstats.Stats(args.profile_out)
@@ -167,6 +173,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile-out", default="/tmp/mcp-asgi-inprocess.prof")
     parser.add_argument("--profile-lines", type=int, default=40)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--tool", default="echo", help="echo, or echo_sync (a def tool)")
+    parser.add_argument("--cpu", action="store_true", help="CPU time of all threads, not wall")
     args = parser.parse_args(argv)
     results = asyncio.run(_run(args))
     floor = results.get("starlette-floor")
