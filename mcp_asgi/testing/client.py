@@ -1,15 +1,6 @@
-"""Test helpers: a real uvicorn server on 127.0.0.1 and a client that can drop the connection.
-
-`httpx.ASGITransport` buffers whole responses and cannot show a disconnect; these helpers
-speak HTTP/1.1 over a real socket, so closing a stream really closes the TCP connection::
-
-    with serve(app) as server:
-        async with McpTestClient(server.url + "/mcp") as client:
-            result = await client.call_tool("echo", {"text": "hi"})
-            async with client.stream("tools/call", {"name": "slow", "arguments": {}}) as s:
-                await s.next_message()      # e.g. the first progress notification
-                await s.drop()              # the socket is closed: the server must cancel
-"""
+"""`serve` (a real uvicorn server on 127.0.0.1) and `McpTestClient` (HTTP/1.1 over a real
+socket, so dropping a stream really closes the connection); the package docstring shows
+them together."""
 
 from __future__ import annotations
 
