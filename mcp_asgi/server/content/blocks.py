@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, TypeAlias
+
+from typing_extensions import Self
 
 from mcp_asgi.protocol.jsonrpc import JsonObject
 from mcp_asgi.server.content._fields import (
@@ -47,14 +49,15 @@ class TextContent:
 
 
 @dataclass(frozen=True, slots=True)
-class Image:
-    """An image block from the image's bytes and MIME type:
-    `Image(png_bytes, "image/png")`, or `Image.from_file("chart.png")`."""
+class _Media:
+    """Bytes with a MIME type of one kind (`_KIND`): what `Image` and `Audio` share."""
+
+    _KIND: ClassVar[str] = ""
 
     data: bytes
-    """The image itself (raw bytes, not base64: they are encoded when sent)."""
+    """The bytes themselves (raw, not base64: they are encoded when sent)."""
     mime_type: str
-    """An `image/...` type, e.g. `image/png`."""
+    """The MIME type, of the block's kind: `image/png`, `audio/wav`, ..."""
     annotations: Annotations | None = field(default=None, kw_only=True)
     """Hints for the client: `audience`, `priority` (0 to 1), `lastModified`."""
     meta: Mapping[str, Any] | None = field(default=None, kw_only=True)
@@ -62,7 +65,7 @@ class Image:
 
     def __post_init__(self) -> None:
         need_bytes(self, "data", self.data)
-        need_media_type(self, self.mime_type, "image")
+        need_media_type(self, self.mime_type, self._KIND)
         check_extras(self)
 
     @classmethod
@@ -73,55 +76,33 @@ class Image:
         mime_type: str | None = None,
         annotations: Annotations | None = None,
         meta: Mapping[str, Any] | None = None,
-    ) -> Image:
-        """The image in the file at `path`, its type guessed from the suffix (`.png`,
-        `.jpg`, `.gif`, `.webp`, `.svg`, ...) unless `mime_type` is given."""
-        data, mime = read_media(path, mime_type, "image")
+    ) -> Self:
+        """The contents of the file at `path`, the type guessed from its suffix (`.png`,
+        `.jpg`, `.webp`, `.svg`, ... for an image; `.wav`, `.mp3`, `.ogg`, `.flac`, ... for
+        audio) unless `mime_type` is given."""
+        data, mime = read_media(path, mime_type, cls._KIND)
         return cls(data, mime, annotations=annotations, meta=meta)
 
     def to_json(self) -> JsonObject:
-        """MCP's `ImageContent` object (`data` base64-encoded)."""
-        entry = {"type": "image", "data": base64_text(self.data), "mimeType": self.mime_type}
+        """MCP's `ImageContent` or `AudioContent` object (`data` base64-encoded)."""
+        entry = {"type": self._KIND, "data": base64_text(self.data), "mimeType": self.mime_type}
         return with_extras(self, entry)
 
 
 @dataclass(frozen=True, slots=True)
-class Audio:
-    """An audio block from the audio's bytes and MIME type:
+class Image(_Media):
+    """An image block from the image's bytes and an `image/...` MIME type:
+    `Image(png_bytes, "image/png")`, or `Image.from_file("chart.png")`."""
+
+    _KIND: ClassVar[str] = "image"
+
+
+@dataclass(frozen=True, slots=True)
+class Audio(_Media):
+    """An audio block from the audio's bytes and an `audio/...` MIME type:
     `Audio(wav_bytes, "audio/wav")`, or `Audio.from_file("hello.wav")`."""
 
-    data: bytes
-    """The audio itself (raw bytes, not base64: they are encoded when sent)."""
-    mime_type: str
-    """An `audio/...` type, e.g. `audio/wav`."""
-    annotations: Annotations | None = field(default=None, kw_only=True)
-    """Hints for the client: `audience`, `priority` (0 to 1), `lastModified`."""
-    meta: Mapping[str, Any] | None = field(default=None, kw_only=True)
-    """The block's `_meta`."""
-
-    def __post_init__(self) -> None:
-        need_bytes(self, "data", self.data)
-        need_media_type(self, self.mime_type, "audio")
-        check_extras(self)
-
-    @classmethod
-    def from_file(
-        cls,
-        path: str | os.PathLike[str],
-        *,
-        mime_type: str | None = None,
-        annotations: Annotations | None = None,
-        meta: Mapping[str, Any] | None = None,
-    ) -> Audio:
-        """The audio in the file at `path`, its type guessed from the suffix (`.wav`,
-        `.mp3`, `.ogg`, `.flac`, `.m4a`, ...) unless `mime_type` is given."""
-        data, mime = read_media(path, mime_type, "audio")
-        return cls(data, mime, annotations=annotations, meta=meta)
-
-    def to_json(self) -> JsonObject:
-        """MCP's `AudioContent` object (`data` base64-encoded)."""
-        entry = {"type": "audio", "data": base64_text(self.data), "mimeType": self.mime_type}
-        return with_extras(self, entry)
+    _KIND: ClassVar[str] = "audio"
 
 
 @dataclass(frozen=True, slots=True)
