@@ -36,7 +36,13 @@ from mcp_asgi.legacy.outbound import Outbound, Replies
 from mcp_asgi.legacy.parked import ParkedStreams
 from mcp_asgi.legacy.resumable import EventLog, LogSettings, ResumableWriter
 from mcp_asgi.legacy.resume import serve_resumed
-from mcp_asgi.legacy.sessions import LegacySession, Release, SessionBounds, SessionStore
+from mcp_asgi.legacy.sessions import (
+    LegacySession,
+    Release,
+    SessionBounds,
+    SessionStore,
+    session_request,
+)
 from mcp_asgi.legacy.shared import SharedSessions
 from mcp_asgi.legacy.stream import serve_stream
 from mcp_asgi.lifecycle.scope import RequestScope
@@ -162,7 +168,7 @@ class LegacyEndpoint:
                 "Invalid Request: a request with this id is already in flight on this session",
                 request_id=message.id,
             )
-        request = _request(message, session)
+        request = session_request(message, session, session_id=session.id)
         if method in _methods.SESSION_METHODS:
 
             async def call(ctx: Context) -> JsonObject:
@@ -308,7 +314,7 @@ class LegacyEndpoint:
         async def call(ctx: Context) -> JsonObject:
             return result
 
-        request = _request(message, session)
+        request = session_request(message, session, session_id=session.id)
         send = _send_with_session_id(send, session.id)
         request_scope = await self._run(
             asgi_scope, receive, send, mode, session, request, call, body, arrived
@@ -425,25 +431,6 @@ class LegacyEndpoint:
             if not session.cancel(request_id):
                 logger.debug("cancel not for a request in flight here: told the replicas")
                 await self.shared.cancel(session, request_id)
-
-
-def _request(message: IncomingMessage, session: LegacySession) -> McpRequest:
-    meta = message.params.get("_meta")
-    meta = meta if isinstance(meta, dict) else {}
-    token = meta.get("progressToken")
-    assert message.id is not None
-    return McpRequest(
-        id=message.id,
-        method=message.method,
-        params=message.params,
-        protocol_version=session.protocol_version,
-        client_capabilities=session.capabilities,
-        client_info=session.client_info,
-        log_level=session.log_level,
-        progress_token=token if isinstance(token, (str, int)) else None,
-        meta=meta,
-        session_id=session.id,
-    )
 
 
 def _in_band(request_id: RequestId, code: int, message: str) -> ProtocolError:

@@ -38,6 +38,8 @@ from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.lifecycle.scope import RequestScope
 from mcp_asgi.limits import Hold
 from mcp_asgi.protocol.jsonrpc import INVALID_PARAMS, McpError, RequestId, is_request_id
+from mcp_asgi.protocol.message import IncomingMessage
+from mcp_asgi.protocol.request import McpRequest
 
 Release = Callable[[], None]
 URI_OVERHEAD: Final = 100
@@ -337,4 +339,29 @@ def _same(bound: str | None, principal: str | None) -> bool:
         bound is None
         if principal is None
         else (bound is not None and secrets.compare_digest(bound.encode(), principal.encode()))
+    )
+
+
+def session_request(
+    message: IncomingMessage, session: LegacySession, *, session_id: str | None
+) -> McpRequest:
+    """A 2025-era request as the handlers see it: the session's version, capabilities,
+    client and log level stand in for 2026-07-28's `_meta` envelope. `session_id` names
+    an HTTP session (stdio has none)."""
+    meta = message.params.get("_meta")
+    meta = meta if isinstance(meta, dict) else {}
+    token = meta.get("progressToken")
+    if message.id is None:
+        raise ValueError("a notification is not a request")
+    return McpRequest(
+        id=message.id,
+        method=message.method,
+        params=message.params,
+        protocol_version=session.protocol_version,
+        client_capabilities=session.capabilities,
+        client_info=session.client_info,
+        log_level=session.log_level,
+        progress_token=token if is_request_id(token) else None,
+        meta=meta,
+        session_id=session_id,
     )

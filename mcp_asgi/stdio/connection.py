@@ -35,7 +35,7 @@ from mcp_asgi.http.reply import dump
 from mcp_asgi.input.rounds import InputRounds
 from mcp_asgi.legacy import methods as legacy
 from mcp_asgi.legacy.era import negotiate_version
-from mcp_asgi.legacy.sessions import LegacySession
+from mcp_asgi.legacy.sessions import LegacySession, session_request
 from mcp_asgi.legacy.stream import notification as change_notification
 from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.lifecycle.scope import RequestScope
@@ -216,7 +216,7 @@ class StdioConnection:
         async def call(ctx: Context) -> JsonObject:
             return result
 
-        return _legacy(message, session), call
+        return session_request(message, session, session_id=None), call
 
     def _legacy_request(
         self, message: IncomingMessage, session: LegacySession
@@ -229,7 +229,7 @@ class StdioConnection:
         problem = legacy.check_params(method, params)
         if problem is not None:
             raise ProtocolError(200, INVALID_PARAMS, problem, request_id=message.id)
-        request = _legacy(message, session)
+        request = session_request(message, session, session_id=None)
         if method in legacy.SESSION_METHODS:
 
             async def call(ctx: Context) -> JsonObject:
@@ -312,24 +312,6 @@ class StdioConnection:
                 message = change_notification(event, session) if session is not None else None
                 if message is not None:
                     await self._out.write(dump(message))
-
-
-def _legacy(message: IncomingMessage, session: LegacySession) -> McpRequest:
-    meta = message.params.get("_meta")
-    meta = meta if isinstance(meta, dict) else {}
-    token = meta.get("progressToken")
-    assert message.id is not None
-    return McpRequest(
-        id=message.id,
-        method=message.method,
-        params=message.params,
-        protocol_version=session.protocol_version,
-        client_capabilities=session.capabilities,
-        client_info=session.client_info,
-        log_level=session.log_level,
-        progress_token=token if isinstance(token, (str, int)) else None,
-        meta=meta,
-    )
 
 
 def _is_response(line: bytes) -> bool:
