@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Generic, Literal, TypeVar, overload
 
+import anyio
 import pydantic
 
 from mcp_asgi.protocol.jsonrpc import MISSING_CLIENT_CAPABILITY, JsonObject, McpError, ProtocolError
@@ -180,3 +181,17 @@ class Asking:
         if "role" not in response or not isinstance(response.get("content"), (dict, list)):
             raise self._bad_response(key, "is not a CreateMessageResult")
         return {k: v for k, v in response.items() if k not in ("resultType", "_meta")}
+
+
+async def ask_all(questions: Sequence[Awaitable[Any]]) -> list[Any]:
+    """Await every question at once (each is sent as soon as it is asked): the answers in
+    order. The first failure cancels the others and is raised."""
+    answers: list[Any] = [None] * len(questions)
+
+    async def answer(index: int, question: Awaitable[Any]) -> None:
+        answers[index] = await question
+
+    async with anyio.create_task_group() as tg:
+        for index, question in enumerate(questions):
+            tg.start_soon(answer, index, question)
+    return answers

@@ -17,9 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
-import anyio
-
-from mcp_asgi.input.asking import Asking
+from mcp_asgi.input.asking import Asking, ask_all
 from mcp_asgi.protocol.jsonrpc import INVALID_PARAMS, JsonObject, McpError
 from mcp_asgi.protocol.request import McpRequest
 
@@ -51,15 +49,7 @@ class LiveInput(Asking):
     async def gather(self, *questions: Awaitable[Any]) -> list[Any]:
         """Ask several questions at once (each is sent as soon as it is asked): the answers
         in order. The first failure cancels the other questions and is raised."""
-        answers: list[Any] = [None] * len(questions)
-
-        async def answer(index: int, question: Awaitable[Any]) -> None:
-            answers[index] = await question
-
-        async with anyio.create_task_group() as tg:
-            for index, question in enumerate(questions):
-                tg.start_soon(answer, index, question)
-        return answers
+        return await ask_all(questions)
 
     async def _ask(self, key: str | None, method: str, params: JsonObject, need: JsonObject) -> Any:
         self._require(need)

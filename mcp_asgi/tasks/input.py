@@ -13,9 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any
 
-import anyio
-
-from mcp_asgi.input.asking import Asking
+from mcp_asgi.input.asking import Asking, ask_all
 from mcp_asgi.protocol.jsonrpc import INVALID_PARAMS, JsonObject, McpError
 from mcp_asgi.protocol.request import McpRequest
 from mcp_asgi.tasks.run import TaskRun
@@ -40,15 +38,7 @@ class TaskInput(Asking):
         pending at once on the task after (answered in any order, even one at a time)."""
         if not self._run.promoted and self._round is not None:
             return await self._round.gather(*questions)
-        answers: list[Any] = [None] * len(questions)
-
-        async def answer(index: int, question: Awaitable[Any]) -> None:
-            answers[index] = await question
-
-        async with anyio.create_task_group() as tg:
-            for index, question in enumerate(questions):
-                tg.start_soon(answer, index, question)
-        return answers
+        return await ask_all(questions)
 
     async def _ask(self, key: str | None, method: str, params: JsonObject, need: JsonObject) -> Any:
         if not self._run.promoted:

@@ -93,12 +93,8 @@ class RequestTelemetry(ScopeObserver):
 
     @_guarded
     def signalled(self, record: RequestRecord) -> None:
-        reason, elapsed = record.reason, record.elapsed
-        if reason is None or elapsed is None or self._ended:
-            return
-        attributes = {a.CANCELLATION_REASON: reason.value, a.CANCELLATION_ELAPSED: elapsed}
-        self.span.add_event(a.CANCELLATION_EVENT, attributes)
-        self.span.set_attributes(attributes)
+        if not self._ended:
+            mark_cancel_signal(self.span, record)
 
     @_guarded
     def side_effect(self, record: RequestRecord, effect: SideEffect) -> None:
@@ -174,3 +170,13 @@ class RequestTelemetry(ScopeObserver):
         if record.outcome == "exited" and latency is not None:
             span.set_attribute(a.CANCELLATION_LATENCY, latency)
             instruments.cancel_latency.record(latency, metrics.latency(record))
+
+
+def mark_cancel_signal(span: trace.Span, record: RequestRecord) -> None:
+    """The cancellation event, and its reason and elapsed time as span attributes."""
+    reason, elapsed = record.reason, record.elapsed
+    if reason is None or elapsed is None:
+        return
+    attributes = {a.CANCELLATION_REASON: reason.value, a.CANCELLATION_ELAPSED: elapsed}
+    span.add_event(a.CANCELLATION_EVENT, attributes)
+    span.set_attributes(attributes)

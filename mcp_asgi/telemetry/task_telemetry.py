@@ -19,7 +19,7 @@ from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.lifecycle.outcome import RequestRecord, ScopeObserver, SideEffect
 from mcp_asgi.protocol.request import McpRequest
 from mcp_asgi.telemetry import names as a
-from mcp_asgi.telemetry.request_telemetry import TelemetryParts, _guarded
+from mcp_asgi.telemetry.request_telemetry import TelemetryParts, _guarded, mark_cancel_signal
 from mcp_asgi.telemetry.status import classify
 from mcp_asgi.telemetry.trace_context import Activation
 
@@ -63,12 +63,8 @@ class TaskTelemetry(ScopeObserver):
 
     @_guarded
     def signalled(self, record: RequestRecord) -> None:
-        reason, elapsed = record.reason, record.elapsed
-        if reason is None or elapsed is None or self._ended:
-            return
-        attributes = {a.CANCELLATION_REASON: reason.value, a.CANCELLATION_ELAPSED: elapsed}
-        self.span.add_event(a.CANCELLATION_EVENT, attributes)
-        self.span.set_attributes(attributes)
+        if not self._ended:
+            mark_cancel_signal(self.span, record)
 
     @_guarded
     def side_effect(self, record: RequestRecord, effect: SideEffect) -> None:
