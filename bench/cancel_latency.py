@@ -438,14 +438,21 @@ def wait_for_children(pid: int, count: int, timeout: float) -> int:
     return found
 
 
-def settle(pid: int) -> int:
+def settle(pid: int, own: int = 0) -> int:
     """Let the last cancels finish; the server's live subprocesses left (should be 0)."""
     time.sleep(SETTLE)
-    return len(descendants(pid))
+    return len(descendants(pid)) - own  # less the server's own processes (its workers)
 
 
 def burst(
-    port: int, pid: int, exits: load.ExitTimes, tool: str, request_ids: list[int], *, grace: float
+    port: int,
+    pid: int,
+    exits: load.ExitTimes,
+    tool: str,
+    request_ids: list[int],
+    *,
+    grace: float,
+    own: int = 0,
 ) -> dict[str, Any]:
     """Open `len(request_ids)` calls of `tool`, wait until every one runs, close all the
     sockets in one loop (each close timed just before `close()`); latency = exit - close."""
@@ -460,7 +467,7 @@ def burst(
     started = sum(1 for i in request_ids if exits.get(i, "start") is not None)
     children = None
     if "process" in tool:  # the tool logs `start` before it spawns: wait for the processes
-        children = wait_for_children(pid, len(request_ids), 30.0)
+        children = wait_for_children(pid, len(request_ids) + own, 30.0) - own
     time.sleep(SETTLE)
     closed_at: list[float] = []
     for sock in socks:
@@ -495,6 +502,7 @@ def measure_mode(
     with run.recording(server, record):
         record["startup_s"] = server.start()
         record["content_type"] = load.check_echo(server.port)
+        own = len(descendants(server.pid))  # the server's workers (Granian, Hypercorn)
         exits = load.ExitTimes(server.exits_path)
         for kind in kinds:
             tool = TOOLS[kind]
@@ -503,16 +511,22 @@ def measure_mode(
             one = load.cancel_samples(
                 server.port, exits, tool, tap(ids, drawn), samples=samples, seconds=TOOL_SECONDS
             )
-            one["children_left"] = settle(server.pid)
+            one["children_left"] = settle(server.pid, own)
             split(one, exits, drawn)
             record[f"{kind}@1"] = one
             env.log(f"  {stack} {mode} {kind:24s} c=1   {run.fmt_latency(one)}")
             if plan.burst:
                 request_ids = [next(ids) for _ in range(plan.burst)]
                 many = burst(
-                    server.port, server.pid, exits, tool, request_ids, grace=plan.kill_grace
+                    server.port,
+                    server.pid,
+                    exits,
+                    tool,
+                    request_ids,
+                    grace=plan.kill_grace,
+                    own=own,
                 )
-                many["children_left"] = settle(server.pid)
+                many["children_left"] = settle(server.pid, own)
                 split(many, exits, request_ids)
                 record[f"{kind}@{plan.burst}"] = many
                 env.log(f"  {stack} {mode} {kind:24s} c={plan.burst} {run.fmt_latency(many)}")

@@ -91,7 +91,11 @@ async def _one_call(app: Any, scope: dict[str, Any], payload: bytes) -> bytes:
 
 
 async def _measure(
-    app: Any, calls: int, concurrency: int, tool: str = "echo", clock: Any = time.perf_counter
+    app: Any,
+    calls: int,
+    concurrency: int,
+    tool: str = "echo",
+    clock: Callable[[], float] = time.perf_counter,
 ) -> float:
     """µs per request over `calls` calls of `tool` (an echo), `concurrency` in flight, on
     `clock` (wall clock, or the process's CPU time: all its threads)."""

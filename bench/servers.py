@@ -111,8 +111,8 @@ def process_cpu(pid: int) -> float:
     todo = [pid]
     while todo:
         current = todo.pop()
-        fields = stats.get(current)
-        if fields is not None:
-            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+        stat = stats.get(current)
+        if stat is not None:
+            total += int(stat[11]) + int(stat[12])  # utime, stime (fields 14 and 15)
         todo += parents.get(current, [])
     return total / ticks
