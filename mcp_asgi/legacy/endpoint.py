@@ -312,6 +312,12 @@ class LegacyEndpoint:
         result = _methods.initialize_result(self.server, session.protocol_version)
 
         async def call(ctx: Context) -> JsonObject:
+            # recorded before the answer is sent: the client may turn to another replica
+            # as soon as it has the session id (the store out of reach: this replica only)
+            try:
+                await self.shared.created(session)
+            except Exception:
+                logger.warning("session not recorded in the shared store", exc_info=True)
             return result
 
         request = session_request(message, session, session_id=session.id)
@@ -321,8 +327,11 @@ class LegacyEndpoint:
         )
         if request_scope.result is None:  # failed or cancelled: no session was opened
             self.sessions.close(session)
-        else:
-            await self.shared.created(session)  # other replicas can adopt it
+            with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+                try:
+                    await self.shared.close(session)  # its record, if it was written
+                except Exception:
+                    logger.warning("session record not removed", exc_info=True)
 
     async def _run(
         self,
