@@ -695,3 +695,25 @@ def read_pgid(path: Path) -> int | None:
     except FileNotFoundError:
         return None
     return int(text) if text.isdigit() else None
+
+
+class Lifespan:
+    """A scripted ASGI server's lifespan side: startup at once, shutdown on demand."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.started = anyio.Event()
+        self.stop = anyio.Event()
+        self._step = 0
+
+    async def receive(self) -> dict[str, Any]:
+        self._step += 1
+        if self._step == 1:
+            return {"type": "lifespan.startup"}
+        await self.stop.wait()
+        return {"type": "lifespan.shutdown"}
+
+    async def send(self, message: Any) -> None:
+        self.sent.append(message["type"])
+        if message["type"] == "lifespan.startup.complete":
+            self.started.set()

@@ -15,29 +15,7 @@ from starlette.applications import Starlette
 from mcp_asgi import McpServer
 from mcp_asgi.lifespan import mounted_lifespan
 
-from ..helpers import Probes, mcp_app, wait_for, watchdog, wire_for
-
-
-class Lifespan:
-    """A scripted server's lifespan side: startup at once, shutdown on demand."""
-
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-        self.started = anyio.Event()
-        self.stop = anyio.Event()
-        self._step = 0
-
-    async def receive(self) -> dict[str, Any]:
-        self._step += 1
-        if self._step == 1:
-            return {"type": "lifespan.startup"}
-        await self.stop.wait()
-        return {"type": "lifespan.shutdown"}
-
-    async def send(self, message: Any) -> None:
-        self.sent.append(message["type"])
-        if message["type"] == "lifespan.startup.complete":
-            self.started.set()
+from ..helpers import Lifespan, Probes, mcp_app, wait_for, watchdog, wire_for
 
 
 async def test_new_requests_during_the_drain_get_503() -> None:

@@ -22,6 +22,7 @@ from mcp_asgi import CancelReason, CancelToken, Context, McpMiddleware, McpServe
 from mcp_asgi.testing import McpTestClient
 
 from ..helpers import (
+    Lifespan,
     Otel,
     Probes,
     Wire,
@@ -105,28 +106,6 @@ def build(probes: Probes, otel: Otel, **settings: Any) -> tuple[McpMiddleware, L
 
 
 # -- the lifespan path, driven directly ----------------------------------------------------
-
-
-class Lifespan:
-    """A scripted ASGI server's lifespan side: startup at once, shutdown on demand."""
-
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-        self.started = anyio.Event()
-        self.stop = anyio.Event()
-        self._step = 0
-
-    async def receive(self) -> dict[str, Any]:
-        self._step += 1
-        if self._step == 1:
-            return {"type": "lifespan.startup"}
-        await self.stop.wait()
-        return {"type": "lifespan.shutdown"}
-
-    async def send(self, message: Any) -> None:
-        self.sent.append(message["type"])
-        if message["type"] == "lifespan.startup.complete":
-            self.started.set()
 
 
 async def test_lifespan_shutdown_cancels_everything_in_flight(otel: Otel) -> None:
