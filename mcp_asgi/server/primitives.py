@@ -241,12 +241,7 @@ class Resource:
         return found.groupdict() if found else None
 
     async def read(self, uri: str, variables: dict[str, str], ctx: Context) -> JsonObject:
-        try:
-            kwargs = self.signature.bind(variables, ctx)
-        except pydantic.ValidationError as exc:
-            raise McpError(
-                INVALID_PARAMS, f"Invalid resource URI {uri!r}: {_describe(exc)}"
-            ) from None
+        kwargs = _bind(self.signature, variables, ctx, f"Invalid resource URI {uri!r}")
         value = await invoke(self.signature, self.fn, kwargs, ctx)
         try:
             several = resource_contents(value)
@@ -295,12 +290,9 @@ class Prompt:
         return entry
 
     async def get(self, arguments: Mapping[str, Any], ctx: Context) -> JsonObject:
-        try:
-            kwargs = self.signature.bind(dict(arguments), ctx)
-        except pydantic.ValidationError as exc:
-            raise McpError(
-                INVALID_PARAMS, f"Invalid arguments for prompt {self.name!r}: {_describe(exc)}"
-            ) from None
+        kwargs = _bind(
+            self.signature, dict(arguments), ctx, f"Invalid arguments for prompt {self.name!r}"
+        )
         value = await invoke(self.signature, self.fn, kwargs, ctx)
         try:
             messages = _to_messages(value)
@@ -359,3 +351,14 @@ def _put(target: JsonObject, **values: Any) -> None:
     for key, value in values.items():
         if value is not None:
             target[key] = value
+
+
+def _bind(
+    signature: HandlerSignature, arguments: dict[str, Any], ctx: Context, what: str
+) -> dict[str, Any]:
+    """The handler's keyword arguments, or -32602 beginning with `what` (resources and
+    prompts; a tool's bad arguments are a tool error instead)."""
+    try:
+        return signature.bind(arguments, ctx)
+    except pydantic.ValidationError as exc:
+        raise McpError(INVALID_PARAMS, f"{what}: {_describe(exc)}") from None

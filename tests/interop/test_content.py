@@ -224,22 +224,28 @@ async def test_python_sdk_reads_several_contents_and_prompt_blocks(url: str) -> 
     assert base64.b64decode(reply.content.data) == WAV
 
 
-@pytest.mark.skipif(NODE is None, reason="Node.js is not installed")
-async def test_typescript_v2_client_reads_every_kind(url: str) -> None:
-    """The TypeScript SDK v2 client parses every block, decodes images and audio to the
-    same bytes, and sees the given schemas, title, icons and _meta."""
+async def node_client(script: str, url: str) -> dict[str, Any]:
+    """Run one of tests/node's client scripts against `url`; what it printed, as JSON."""
     assert NODE is not None
-    package = NODE_DIR / "node_modules" / "@modelcontextprotocol" / "client"
-    assert package.is_dir(), "run `npm ci --prefix tests/node` (make test does)"
     with anyio.fail_after(25):
         done = await anyio.run_process(
-            [NODE, str(NODE_DIR / "content_client.mjs"), url],
+            [NODE, str(NODE_DIR / script), url],
             cwd=NODE_DIR,
             check=False,
             stderr=subprocess.PIPE,
         )
     assert done.returncode == 0, done.stderr.decode()
-    out = json.loads(done.stdout)
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
+
+
+@pytest.mark.skipif(NODE is None, reason="Node.js is not installed")
+async def test_typescript_v2_client_reads_every_kind(url: str) -> None:
+    """The TypeScript SDK v2 client parses every block, decodes images and audio to the
+    same bytes, and sees the given schemas, title, icons and _meta."""
+    package = NODE_DIR / "node_modules" / "@modelcontextprotocol" / "client"
+    assert package.is_dir(), "run `npm ci --prefix tests/node` (make test does)"
+    out = await node_client("content_client.mjs", url)
     assert out["protocolVersion"] == MODERN
     image, audio = out["calls"]["image"]["content"][0], out["calls"]["audio"]["content"][0]
     assert (image["hex"], image["mimeType"]) == (PNG.hex(), "image/png")
@@ -303,16 +309,7 @@ async def test_python_sdk_in_2025_mode(url: str) -> None:
 async def test_typescript_1x_client_in_2025_mode(url: str) -> None:
     """The TypeScript SDK 1.x client parses the tool list and every result (it refuses a
     list holding a non-object outputSchema, so that schema is left out for 2025 sessions)."""
-    assert NODE is not None
-    with anyio.fail_after(25):
-        done = await anyio.run_process(
-            [NODE, str(NODE_DIR / "content_legacy_client.mjs"), url],
-            cwd=NODE_DIR,
-            check=False,
-            stderr=subprocess.PIPE,
-        )
-    assert done.returncode == 0, done.stderr.decode()
-    out = json.loads(done.stdout)
+    out = await node_client("content_legacy_client.mjs", url)
     assert out["protocolVersion"] == LATEST
     assert out["outputSchemas"]["shipment"] is None
     assert out["outputSchemas"]["full"] == ORDER
