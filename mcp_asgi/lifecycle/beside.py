@@ -36,6 +36,8 @@ from typing import Any, Protocol
 
 import anyio
 
+from mcp_asgi.lifecycle.cancel_scopes import new_cancel_scope, on_asyncio
+
 Child = Callable[..., Coroutine[Any, Any, None]]
 
 
@@ -60,15 +62,6 @@ def beside(fn: Child, *args: Any) -> Beside:
     if on_asyncio():
         return TaskBeside(fn, *args)
     return GroupBeside(fn, *args)
-
-
-def on_asyncio() -> bool:
-    """Whether the current task is an asyncio task (cheaper than asking anyio or sniffio;
-    a trio task hosted on an asyncio loop, in guest mode, is not one)."""
-    try:
-        return asyncio.current_task() is not None
-    except RuntimeError:  # no asyncio loop is running in this thread
-        return False
 
 
 class TaskBeside:
@@ -97,7 +90,7 @@ class TaskBeside:
         self._task = asyncio.get_running_loop().create_task(self._child())
 
     async def _child(self) -> None:
-        self._scope = scope = anyio.CancelScope()
+        self._scope = scope = new_cancel_scope()
         with scope:
             await self._fn(*self._args)
 

@@ -34,9 +34,10 @@ from starlette.types import Receive
 
 from mcp_asgi._loggers import errors_logger as _errors
 from mcp_asgi.http.reply import ReplyWriter
-from mcp_asgi.lifecycle.beside import beside, join, on_asyncio
+from mcp_asgi.lifecycle.beside import beside, join
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled, signal_token
 from mcp_asgi.lifecycle.cancel_log import log_cancelled, log_ignored, log_orphan_exited
+from mcp_asgi.lifecycle.cancel_scopes import new_cancel_scope, on_asyncio
 from mcp_asgi.lifecycle.clock import Clock, loop_clock
 from mcp_asgi.lifecycle.lazy_event import LazyEvent
 from mcp_asgi.lifecycle.outcome import (
@@ -111,7 +112,7 @@ class RequestScope:
         self._ended = False
         self._over = LazyEvent()  # run() has returned
         self._work = RunningWork(on_idle=self._work_returned, threads=threads)
-        self._handler_scope = anyio.CancelScope()
+        self._handler_scope = new_cancel_scope()
         self._watcher = Watcher(
             deadline=self._deadline,
             keepalive=writer.keepalive if writer.streams else None,

@@ -42,6 +42,8 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from mcp_asgi.lifecycle.cancel_scopes import new_cancel_scope
+
 T = TypeVar("T")
 IDLE_SECONDS = 10.0  # as anyio's worker threads
 
@@ -68,7 +70,7 @@ async def run_in_thread(fn: Callable[[], T], limiter: anyio.CapacityLimiter | No
     await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled call starts no thread
     future: asyncio.Future[T] = pool.loop.create_future()
     # the scope anyio gives a thread (`from_thread.run` and `check_cancelled` use it)
-    with anyio.CancelScope() as scope:
+    with new_cancel_scope() as scope:
         pool.submit((contextvars.copy_context(), fn, future, scope))
         return await future
     raise AssertionError("unreachable: only an outer cancellation leaves the scope")

@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable
 import anyio
 from starlette.types import Receive
 
+from mcp_asgi.lifecycle.cancel_scopes import new_cancel_scope
+
 
 class WatchEnd(enum.Enum):
     """Why the watcher stopped."""
@@ -89,7 +91,7 @@ class Watcher:
     def _scope(self, deadline: float | None = None) -> anyio.CancelScope:
         """A scope that `stop()` cancels, ending at `deadline` (default: the request's)."""
         until = self._deadline if deadline is None else deadline
-        self._cancel_scope = scope = anyio.CancelScope(deadline=until)
+        self._cancel_scope = scope = new_cancel_scope(deadline=until)
         if self._stopped:
             scope.cancel()
         return scope

@@ -102,6 +102,11 @@ class ClientLimits:
         self._held: dict[tuple[Kind, str], int] = {}
         self._retry_sessions_after = retry_sessions_after
 
+    @property
+    def per_client(self) -> bool:
+        """Whether any limit is on (else the client's key need not be worked out)."""
+        return self._buckets is not None or any(v is not None for v in self._limits.values())
+
     def held(self, kind: Kind, key: str) -> int:
         """How many of `kind` the client `key` holds now."""
         return self._held.get((kind, key), 0)

@@ -17,6 +17,8 @@ _B64_SENTINEL = re.compile(r"=\?base64\?(.*)\?=", re.DOTALL)
 
 def decode_header_value(raw: str) -> str | None:
     """Decode an MCP header value (plain or `=?base64?…?=`); None when it is malformed."""
+    if not raw.startswith("=?"):  # plain (most values): printable ASCII only
+        return raw if raw.isascii() and raw.isprintable() else None
     match = _B64_SENTINEL.fullmatch(raw)
     if match is None:
         return raw if _HEADER_SAFE.fullmatch(raw) else None

@@ -5,7 +5,6 @@ Knows nothing about methods, handlers or HTTP."""
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -22,7 +21,12 @@ from mcp_asgi.protocol.jsonrpc import (
 
 _UTF8_BOM: Final = b"\xef\xbb\xbf"
 # where a float may overflow to infinity: an exponent, or 309 digits in a row
-_MAYBE_HUGE: Final = re.compile(rb"\d[eE]|\d{309}")
+_NUMBER_SHAPE: Final = bytes(
+    ord("0") if chr(i).isdigit() and i < 128 else ord("e") if chr(i) in "eE" else ord(" ")
+    for i in range(256)
+)
+"""`bytes.translate` table: a digit becomes 0, e or E becomes e, anything else a space."""
+_LONGEST_DOUBLE: Final = b"0" * 309  # more digits than a double's 1.8e308 has
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +110,17 @@ def _load(body: bytes) -> Any:
     if body.startswith(_UTF8_BOM):
         body = body[len(_UTF8_BOM) :]
     data = from_json(body, allow_inf_nan=False)
-    if _MAYBE_HUGE.search(body) and not _finite(data):
+    if _may_overflow(body) and not _finite(data):
         raise ValueError("a number is out of range")
     return data
+
+
+def _may_overflow(body: bytes) -> bool:
+    """Whether the text may hold a number too large for a double: a digit followed by an
+    exponent, or 309 digits in a row (in a string too: then the parsed value is walked).
+    One `translate` and two substring searches, in C: a regular expression took 6 µs."""
+    shape = body.translate(_NUMBER_SHAPE)
+    return b"0e" in shape or _LONGEST_DOUBLE in shape
 
 
 def _finite(value: Any) -> bool:

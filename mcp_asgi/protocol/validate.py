@@ -36,6 +36,10 @@ _LEGACY_METHODS: Final = frozenset(
     {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
 )
 _CANONICAL_DECIMAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
+_VERSION_KEY: Final = META_PREFIX + "protocolVersion"
+_CAPABILITIES_KEY: Final = META_PREFIX + "clientCapabilities"
+_CLIENT_INFO_KEY: Final = META_PREFIX + "clientInfo"
+_LOG_LEVEL_KEY: Final = META_PREFIX + "logLevel"
 
 
 def validate(
@@ -53,7 +57,7 @@ def validate(
     fail = _Failer(request_id, legacy=message.method == "initialize")
     headers = _mcp_headers(asgi_scope) if asgi_scope is not None else None
     meta = message.params.get("_meta")
-    meta_version = meta.get(META_PREFIX + "protocolVersion") if isinstance(meta, dict) else None
+    meta_version = meta.get(_VERSION_KEY) if isinstance(meta, dict) else None
     if headers is None:  # stdio: the body's version is the only one
         header_version = meta_version if isinstance(meta_version, str) else None
         if header_version is None:
@@ -86,19 +90,19 @@ def validate(
         raise fail(
             400, INVALID_PARAMS, f"Invalid params: _meta.{META_PREFIX}protocolVersion is required"
         )
-    capabilities = meta.get(META_PREFIX + "clientCapabilities")
+    capabilities = meta.get(_CAPABILITIES_KEY)
     if not isinstance(capabilities, dict):
         raise fail(
             400,
             INVALID_PARAMS,
             f"Invalid params: _meta.{META_PREFIX}clientCapabilities must be an object",
         )
-    client_info = meta.get(META_PREFIX + "clientInfo")
+    client_info = meta.get(_CLIENT_INFO_KEY)
     if client_info is not None and not isinstance(client_info, dict):
         raise fail(
             400, INVALID_PARAMS, f"Invalid params: _meta.{META_PREFIX}clientInfo must be an object"
         )
-    log_level = meta.get(META_PREFIX + "logLevel")
+    log_level = meta.get(_LOG_LEVEL_KEY)
     if log_level is not None and log_level not in LOG_LEVELS:
         raise fail(400, INVALID_PARAMS, f"Invalid params: unknown log level {log_level!r}")
     progress_token = meta.get("progressToken")
@@ -150,7 +154,7 @@ def _mcp_headers(asgi_scope: Scope) -> _Headers:
     """The `Mcp-*` request headers, by lower-case name, in one pass over the headers."""
     found: _Headers = {}
     for key, value in asgi_scope["headers"]:
-        if key[:4].lower() == b"mcp-":
+        if key[:1] in b"mM" and key[:4].lower() == b"mcp-":
             found.setdefault(key.lower(), []).append(value)
     return found
 

@@ -35,7 +35,6 @@ from mcp_asgi.protocol.jsonrpc import (
 from mcp_asgi.protocol.request import TASKS_EXTENSION, McpRequest
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import SERVER_INFO_KEY, McpServer, ResultOptions
-from mcp_asgi.server.methods import missing_tasks_extension
 from mcp_asgi.tasks.record import TaskRecord
 from mcp_asgi.tasks.supervisor import TaskSupervisor
 
@@ -56,6 +55,10 @@ class TaskMethods:
         """The method that answers `request` if the extension has a say in it, else None."""
         method = request.method
         if method == "tools/call":
+            # a client that does not declare the extension gets a plain call: the server
+            # refuses a task-required tool itself (-32600, the same error)
+            if not declares_tasks(request):
+                return None
             if self._server.task_policy(str(request.params.get("name"))) == "never":
                 return None
             return lambda r, ctx, options: self._call_tool(
@@ -84,10 +87,6 @@ class TaskMethods:
         name = str(request.params["name"])
         policy = await self._server.call_task_policy(name, ctx)  # a source's: read now
         if policy == "never":  # a source's tool after all (its source read just now)
-            return await self._server.dispatch(request, ctx, options)
-        if not declares_tasks(request):
-            if policy == "required":
-                raise missing_tasks_extension(name)
             return await self._server.dispatch(request, ctx, options)
         supervisor = self._supervisor
         if not supervisor.running:

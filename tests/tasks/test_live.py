@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from mcp_asgi import CancelReason
-from mcp_asgi.testing import serve
+from mcp_asgi.testing import McpTestClient, serve
 
 from ..helpers import CANCEL_LOGGER, eventually, wait_for
 from .apps import Seen, TaskClient, task_app
@@ -134,3 +134,15 @@ async def test_server_shutdown_cancels_running_tasks(seen: Seen) -> None:
         await client.start("sleepy", seconds=30, label="shut")
         await wait_for(seen.event("shut"))
     assert seen.reasons["shut"] is CancelReason.SERVER_SHUTDOWN
+
+
+async def test_a_call_without_the_extension_is_a_plain_call(url: str, seen: Seen) -> None:
+    """A 2026-07-28 client that does not declare the extension: a task-optional tool runs
+    as an ordinary request, and a task-required one is refused (-32021)."""
+    plain = McpTestClient(url + "/mcp")
+    call = {"name": "sleepy", "arguments": {"seconds": 0, "label": "plain"}}
+    answered = await plain.request("tools/call", call)
+    assert answered.final["result"]["content"][0]["text"] == "plain slept 0s"
+    assert "taskId" not in answered.final["result"]
+    refused = await plain.request("tools/call", {"name": "confirm", "arguments": {"label": "x"}})
+    assert refused.final["error"]["code"] == -32021

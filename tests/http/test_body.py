@@ -1,0 +1,77 @@
+"""`read_body`'s time limit on both loops (asyncio: one timer; trio: a cancel scope): a body
+that does not arrive in time is 408, one that does is read whole, and a cancellation that
+is not the timer's passes through untouched, also when it comes together with the timer."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from starlette.types import Message, Receive, Scope
+
+from mcp_asgi.http.body import ClientGone, read_body
+from mcp_asgi.protocol.jsonrpc import ProtocolError
+
+pytestmark = [pytest.mark.anyio, pytest.mark.both_loops]
+
+SCOPE: Scope = {"type": "http", "headers": [(b"content-length", b"4")]}
+
+
+def chunks(*parts: bytes, then_wait: bool = False) -> tuple[anyio.Event, Receive]:
+    """A `receive` giving `parts` (the last one ends the body unless `then_wait`), then
+    blocking until the returned event is set."""
+    gate = anyio.Event()
+    queue = list(parts)
+
+    async def receive() -> Message:
+        if queue:
+            part = queue.pop(0)
+            return {"type": "http.request", "body": part, "more_body": bool(queue) or then_wait}
+        await gate.wait()
+        return {"type": "http.disconnect"}
+
+    return gate, receive
+
+
+async def test_a_body_in_time_is_read_whole() -> None:
+    _, receive = chunks(b"ab", b"cd")
+    assert await read_body(SCOPE, receive, 100, within=5.0) == b"abcd"
+
+
+async def test_a_body_not_in_time_is_408_saying_how_long() -> None:
+    _, receive = chunks(b"ab", then_wait=True)
+    with pytest.raises(ProtocolError) as caught:
+        await read_body(SCOPE, receive, 100, within=0.05)
+    assert caught.value.http_status == 408
+    assert "0.05 seconds" in str(caught.value)
+    assert (b"connection", b"close") in caught.value.headers
+    await anyio.sleep(0.01)  # the task is not left cancelled: it goes on
+
+
+async def test_the_timer_is_gone_once_the_body_is_read() -> None:
+    _, receive = chunks(b"abcd")
+    assert await read_body(SCOPE, receive, 100, within=0.02) == b"abcd"
+    await anyio.sleep(0.05)  # a timer left armed would cancel this
+
+
+async def test_a_cancellation_from_outside_passes_through() -> None:
+    _, receive = chunks(b"ab", then_wait=True)
+    with anyio.move_on_after(0.05) as outer:
+        await read_body(SCOPE, receive, 100, within=5.0)
+    assert outer.cancelled_caught
+
+
+async def test_after_the_timers_408_outer_scopes_still_cancel() -> None:
+    _, receive = chunks(b"ab", then_wait=True)
+    with anyio.CancelScope() as outer:
+        outer.deadline = anyio.current_time() + 0.1
+        with pytest.raises(ProtocolError):  # the timer's 408 …
+            await read_body(SCOPE, receive, 100, within=0.05)
+        await anyio.sleep(5)  # … and the outer scope's cancellation still arrives
+    assert outer.cancelled_caught
+
+
+async def test_a_disconnect_before_the_end_is_client_gone() -> None:
+    gate, receive = chunks(b"ab", then_wait=True)
+    gate.set()
+    with pytest.raises(ClientGone):
+        await read_body(SCOPE, receive, 100, within=5.0)
