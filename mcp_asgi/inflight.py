@@ -7,9 +7,6 @@ their requests here; per-request state lives in the scopes, never on the middlew
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import anyio
 from starlette.types import Scope
 
@@ -37,7 +34,6 @@ class InFlight:
         self._draining = False
         self._threads = ThreadSlots(settings.max_threads)
 
-    @contextlib.contextmanager
     def open(
         self,
         asgi_scope: Scope,
@@ -48,8 +44,9 @@ class InFlight:
         inputs: Asking | None = None,
         body: bytes = b"",
         arrived: float | None = None,
-    ) -> Iterator[tuple[RequestScope, Context]]:
-        """The scope and context of one request, tracked while it runs. `asgi_scope` and
+    ) -> Opened:
+        """The scope and context of one request, tracked while it runs (use it as a context
+        manager: it gives both, and stops tracking the scope on leaving). `asgi_scope` and
         `body` (as the middleware read it) back the context's read-only `Request`;
         `arrived` (on the loop's clock, default now) is when the deadline starts."""
         settings, server = self._settings, self._server
@@ -78,11 +75,7 @@ class InFlight:
             asgi_scope=asgi_scope,
             body=body,
         )
-        self._scopes.add(request_scope)
-        try:
-            yield request_scope, ctx
-        finally:
-            self._scopes.discard(request_scope)
+        return Opened(self._scopes, request_scope, ctx)
 
     def __len__(self) -> int:
         """How many requests are in flight."""
@@ -109,6 +102,25 @@ class InFlight:
         with anyio.move_on_after(self._settings.cancel_grace + 1.0):
             for request_scope in scopes:
                 await request_scope.wait_exited()
+
+
+class Opened:
+    """One request's scope and context, tracked between entering and leaving (a class, not
+    a generator: this is on every request's path)."""
+
+    __slots__ = ("_ctx", "_request_scope", "_scopes")
+
+    def __init__(self, scopes: set[RequestScope], request_scope: RequestScope, ctx: Context):
+        self._scopes = scopes
+        self._request_scope = request_scope
+        self._ctx = ctx
+
+    def __enter__(self) -> tuple[RequestScope, Context]:
+        self._scopes.add(self._request_scope)
+        return self._request_scope, self._ctx
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._scopes.discard(self._request_scope)
 
 
 def _min(a: float | None, b: float | None) -> float | None:

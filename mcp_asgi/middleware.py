@@ -116,7 +116,7 @@ class McpMiddleware:
             sessions=settings.max_sessions_per_client,
             retry_sessions_after=settings.session_idle_ttl,
         )
-        self._per_client = self._limits.per_client
+        self._limits_requests = self._limits.limits_requests
         options = ResultOptions(
             page_size=settings.page_size,
             ttl_ms=settings.list_ttl_ms,
@@ -285,7 +285,7 @@ class McpMiddleware:
             auth = self._auth  # before the body is read: 400, 401, 403, 503
             principal = await auth.authenticate(asgi_scope) if auth is not None else None
             # the principal when authenticated, else the address; unused with no limit on
-            client = client_key(asgi_scope) if self._per_client else ""
+            client = client_key(asgi_scope) if self._limits_requests else ""
             self._limits.check_rate(client)  # 429
             if sessions is not None:  # GET or DELETE of a 2025-era session
                 await sessions.serve_session(asgi_scope, receive, send)

@@ -103,9 +103,10 @@ class ClientLimits:
         self._retry_sessions_after = retry_sessions_after
 
     @property
-    def per_client(self) -> bool:
-        """Whether any limit is on (else the client's key need not be worked out)."""
-        return self._buckets is not None or any(v is not None for v in self._limits.values())
+    def limits_requests(self) -> bool:
+        """Whether requests are limited (a rate, or how many in flight): else `check_rate`
+        and `hold("requests", ...)` ignore their key, which need not be worked out."""
+        return self._buckets is not None or self._limits["requests"] is not None
 
     def held(self, kind: Kind, key: str) -> int:
         """How many of `kind` the client `key` holds now."""
