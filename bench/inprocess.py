@@ -177,7 +177,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile-out", default="/tmp/mcp-asgi-inprocess.prof")
     parser.add_argument("--profile-lines", type=int, default=40)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    parser.add_argument("--tool", default="echo", help="echo, or echo_sync (a def tool)")
+    parser.add_argument(
+        "--tool",
+        default="echo",
+        help="echo, echo_sync (a def tool), echo_awaiting (mcp_asgi only: awaits once)",
+    )
     parser.add_argument("--cpu", action="store_true", help="CPU time of all threads, not wall")
     args = parser.parse_args(argv)
     results = asyncio.run(_run(args))

@@ -9,7 +9,8 @@ builds the app with `from_env()`.
 The tools:
 
 * ``echo(text)`` returns `text`; ``echo_sync(text)`` the same from a plain `def` (a worker
-  thread: the cost of the thread hop);
+  thread: the cost of the thread hop); ``echo_awaiting(text)`` (mcp_asgi only) the same
+  after one turn of the event loop (a handler that waits: the request's watcher runs);
 * ``slow(seconds)`` (async) reports progress once a second and sleeps;
 * ``slow_sync(seconds)`` (a plain `def`, run in a worker thread) sleeps in 10 ms steps and,
   where the framework gives it a cancel token (mcp_asgi only), polls it between steps.
@@ -146,6 +147,14 @@ def mcp_asgi_app(log: ExitLog, variant: str) -> Any:
     @mcp.tool()
     def echo_sync(text: str) -> str:
         """Return the text, from a worker thread."""
+        return text
+
+    @mcp.tool()
+    async def echo_awaiting(text: str) -> str:
+        """Return the text after one turn of the event loop (the request's watcher runs)."""
+        import anyio.lowlevel
+
+        await anyio.lowlevel.checkpoint()
         return text
 
     @mcp.tool()

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import math
-import sys
 
 import anyio
 from starlette.types import Receive, Scope
 
+from mcp_asgi._event_loop import native_task, uncancel
 from mcp_asgi.protocol.headers import header
 from mcp_asgi.protocol.jsonrpc import INVALID_REQUEST, ProtocolError
 
@@ -37,23 +37,12 @@ async def read_body(
         raise _too_large(limit)
     if within == math.inf:
         return await _read(receive, limit)
-    task = _asyncio_task()
+    task = native_task()
     if task is not None:
         return await _read_on_asyncio(task, receive, limit, within)
     with anyio.move_on_after(within):
         return await _read(receive, limit)
     raise _too_slow(within)
-
-
-def _asyncio_task() -> asyncio.Task[object] | None:
-    """The running asyncio task, where it can be cancelled and uncancelled (Python 3.11+);
-    None on trio (or guest mode) and on 3.10."""
-    if sys.version_info < (3, 11):
-        return None
-    try:
-        return asyncio.current_task()
-    except RuntimeError:  # no asyncio loop in this thread: trio
-        return None
 
 
 async def _read_on_asyncio(
@@ -73,22 +62,11 @@ async def _read_on_asyncio(
     try:
         return await _read(receive, limit)
     except asyncio.CancelledError:
-        if not fired or _uncancel(task) > 0:  # not ours, or another one came too
+        if not fired or uncancel(task) > 0:  # not ours, or another one came too
             raise
         raise _too_slow(within) from None
     finally:
         timer.cancel()
-
-
-if sys.version_info >= (3, 11):
-
-    def _uncancel(task: asyncio.Task[object]) -> int:
-        return task.uncancel()
-
-else:  # pragma: no cover - _asyncio_task() is None before 3.11
-
-    def _uncancel(task: asyncio.Task[object]) -> int:
-        raise NotImplementedError
 
 
 def _too_slow(within: float) -> ProtocolError:

@@ -10,7 +10,6 @@
     threads        the worker threads of sync handlers (a cheap pool on asyncio)
     process        ctx.run_process / stream_process; process_group: process groups
     beside         a cheap one-child task group; lazy_event: an event made on first wait
-    cancel_scopes  on_asyncio(); new_cancel_scope(): anyio's scope without its lookup
     clock          Clock: where deadlines are computed (a fake one in tests)
 
 Imports `mcp_asgi.http` (the reply writer is the scope's write channel) and

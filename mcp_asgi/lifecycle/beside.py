@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from mcp_asgi.lifecycle.cancel_scopes import new_cancel_scope, on_asyncio
+from mcp_asgi._event_loop import new_cancel_scope, on_asyncio
 
 Child = Callable[..., Coroutine[Any, Any, None]]
 

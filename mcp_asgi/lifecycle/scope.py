@@ -32,12 +32,12 @@ from typing import Final, TypeVar
 import anyio
 from starlette.types import Receive
 
+from mcp_asgi._event_loop import new_cancel_scope, on_asyncio
 from mcp_asgi._loggers import errors_logger as _errors
 from mcp_asgi.http.reply import ReplyWriter
 from mcp_asgi.lifecycle.beside import beside, join
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled, signal_token
 from mcp_asgi.lifecycle.cancel_log import log_cancelled, log_ignored, log_orphan_exited
-from mcp_asgi.lifecycle.cancel_scopes import new_cancel_scope, on_asyncio
 from mcp_asgi.lifecycle.clock import Clock, loop_clock
 from mcp_asgi.lifecycle.lazy_event import LazyEvent
 from mcp_asgi.lifecycle.outcome import (

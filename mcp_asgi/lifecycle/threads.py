@@ -42,7 +42,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from mcp_asgi.lifecycle.cancel_scopes import new_cancel_scope
+from mcp_asgi._event_loop import new_cancel_scope
 
 T = TypeVar("T")
 IDLE_SECONDS = 10.0  # as anyio's worker threads
