@@ -16,8 +16,12 @@ from __future__ import annotations
 import asyncio
 import math
 import sys
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import anyio
+
+T = TypeVar("T")
 
 _asyncio_scope: type[anyio.CancelScope] | None = None
 
@@ -62,3 +66,40 @@ else:  # pragma: no cover - native_task() is None before 3.11
 
     def uncancel(task: asyncio.Task[object]) -> int:
         raise NotImplementedError
+
+
+class TimedOut:
+    """What `within` returns when the time ran out."""
+
+
+TIMED_OUT = TimedOut()
+
+
+async def within(seconds: float, fn: Callable[..., Awaitable[T]], *args: object) -> T | TimedOut:
+    """`await fn(*args)`, or `TIMED_OUT` once `seconds` have passed (like `move_on_after`).
+
+    On asyncio 3.11+ the limit is one loop timer that cancels the task, and that
+    cancellation is taken back (`uncancel`) once it has ended the wait; a cancellation from
+    anywhere else, also one landing with it, passes through. Elsewhere an anyio scope."""
+    task = native_task()
+    if task is None:
+        with anyio.move_on_after(seconds):
+            return await fn(*args)
+        return TIMED_OUT
+    fired = False
+
+    def expire() -> None:
+        nonlocal fired
+        fired = True
+        task.cancel()
+
+    loop = asyncio.get_running_loop()
+    timer = loop.call_at(loop.time() + seconds, expire)
+    try:
+        return await fn(*args)
+    except asyncio.CancelledError:
+        if not fired or uncancel(task) > 0:
+            raise  # not ours, or another cancellation came with ours
+        return TIMED_OUT
+    finally:
+        timer.cancel()

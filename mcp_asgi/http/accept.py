@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from starlette.types import Scope
 
@@ -20,6 +20,28 @@ def negotiate(asgi_scope: Scope, preferred: ResponseMode) -> ResponseMode | None
     value = header(asgi_scope, b"accept")
     if value is None:
         return "json"
+    admitted = _admitted.get(value)
+    if admitted is None:  # parsed once per distinct header value (clients send one or two)
+        admitted = _parse(value)
+        if len(_admitted) >= _REMEMBERED:  # a client varying it on purpose: start over
+            _admitted.clear()
+        _admitted[value] = admitted
+    json_ok, sse_ok = admitted
+    if json_ok and sse_ok:
+        return preferred
+    if json_ok:
+        return "json"
+    if sse_ok:
+        return "sse"
+    return None
+
+
+_REMEMBERED: Final = 256
+_admitted: dict[str, tuple[bool, bool]] = {}
+"""Accept header value -> (admits JSON, admits SSE)."""
+
+
+def _parse(value: str) -> tuple[bool, bool]:
     json_ok = sse_ok = False
     for part in value.split(","):
         media, _, params = part.partition(";")
@@ -30,13 +52,7 @@ def negotiate(asgi_scope: Scope, preferred: ResponseMode) -> ResponseMode | None
             json_ok = True
         if media in ("text/event-stream", "text/*", "*/*"):
             sse_ok = True
-    if json_ok and sse_ok:
-        return preferred
-    if json_ok:
-        return "json"
-    if sse_ok:
-        return "sse"
-    return None
+    return json_ok, sse_ok
 
 
 def _q_is_zero(params: str) -> bool:

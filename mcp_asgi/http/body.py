@@ -5,13 +5,11 @@ Knows nothing about methods or handlers; produces an immutable `IncomingMessage`
 
 from __future__ import annotations
 
-import asyncio
 import math
 
-import anyio
 from starlette.types import Receive, Scope
 
-from mcp_asgi._event_loop import native_task, uncancel
+from mcp_asgi import _event_loop
 from mcp_asgi.protocol.headers import header
 from mcp_asgi.protocol.jsonrpc import INVALID_REQUEST, ProtocolError
 
@@ -37,36 +35,10 @@ async def read_body(
         raise _too_large(limit)
     if within == math.inf:
         return await _read(receive, limit)
-    task = native_task()
-    if task is not None:
-        return await _read_on_asyncio(task, receive, limit, within)
-    with anyio.move_on_after(within):
-        return await _read(receive, limit)
-    raise _too_slow(within)
-
-
-async def _read_on_asyncio(
-    task: asyncio.Task[object], receive: Receive, limit: int, within: float
-) -> bytes:
-    """`_read` bounded by one timer on the loop: a quarter of what an anyio cancel scope
-    costs, on every request. When it fires the task is cancelled, and that cancellation is
-    taken back (`uncancel`) and answered with 408; any other cancellation passes through."""
-    fired: list[bool] = []
-
-    def expire() -> None:
-        fired.append(True)
-        task.cancel()
-
-    loop = asyncio.get_running_loop()
-    timer = loop.call_at(loop.time() + within, expire)
-    try:
-        return await _read(receive, limit)
-    except asyncio.CancelledError:
-        if not fired or uncancel(task) > 0:  # not ours, or another one came too
-            raise
-        raise _too_slow(within) from None
-    finally:
-        timer.cancel()
+    body = await _event_loop.within(within, _read, receive, limit)
+    if isinstance(body, _event_loop.TimedOut):
+        raise _too_slow(within)
+    return body
 
 
 def _too_slow(within: float) -> ProtocolError:

@@ -16,6 +16,7 @@ from pydantic_core import to_json
 from sse_starlette.event import ServerSentEvent
 from starlette.types import Message, Send
 
+from mcp_asgi import _event_loop
 from mcp_asgi._loggers import errors_logger as _errors
 from mcp_asgi.http.accept import ResponseMode
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, McpError, error_response
@@ -226,16 +227,14 @@ class ReplyWriter:
             if self._ended:
                 return
             try:
-                with anyio.move_on_after(_END_TIMEOUT):
-                    if not self._started:
-                        await self._send(
-                            {"type": "http.response.start", "status": 499, "headers": []}
-                        )
-                    await self._send(
-                        {"type": "http.response.body", "body": b"", "more_body": False}
-                    )
+                await _event_loop.within(_END_TIMEOUT, self._end_exchange)
             except Exception:
                 self._ended = True
+
+    async def _end_exchange(self) -> None:
+        if not self._started:
+            await self._send({"type": "http.response.start", "status": 499, "headers": []})
+        await self._send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def close(self) -> None:
         """End a reply that is still open, without another message (its request was

@@ -80,6 +80,10 @@ class RequestRecord(NamedTuple):
         return self.side_effects[0].at <= self.signalled_at
 
 
+_NOTHING_TO_ACTIVATE: AbstractContextManager[None] = contextlib.nullcontext()
+"""Reusable: a `nullcontext` holds no state."""
+
+
 class ScopeObserver:
     """Receives a request's lifecycle events as frozen records (telemetry implements it).
 
@@ -90,7 +94,7 @@ class ScopeObserver:
 
     def activate(self) -> AbstractContextManager[None]:
         """A context the handler runs in (e.g. its span made current)."""
-        return contextlib.nullcontext()
+        return _NOTHING_TO_ACTIVATE
 
     def signalled(self, record: RequestRecord) -> None:
         """A cancel signal reached the request."""

@@ -61,6 +61,40 @@ _ERROR_WRITE_TIMEOUT: Final = 1.0  # bound on ending the reply after a signal
 class RequestScope:
     """Owns one request from dispatch to the handler's real exit."""
 
+    __slots__ = (
+        "__weakref__",
+        "_cancel_grace",
+        "_cancel_on_disconnect",
+        "_clock",
+        "_deadline",
+        "_ended",
+        "_error",
+        "_error_sent",
+        "_exception",
+        "_exited_at",
+        "_finishing",
+        "_handler_scope",
+        "_lock",
+        "_observer",
+        "_observes_end",
+        "_on_server_end",
+        "_outcome",
+        "_over",
+        "_reason",
+        "_replied",
+        "_request",
+        "_result",
+        "_returned",
+        "_side_effects",
+        "_signalled_at",
+        "_started",
+        "_timeout",
+        "_token",
+        "_watcher",
+        "_work",
+        "_writer",
+    )
+
     def __init__(
         self,
         request: McpRequest,

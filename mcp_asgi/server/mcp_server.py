@@ -135,14 +135,16 @@ class McpServer(Registry, Methods, ChangeNotifications):
             return self.has_tasks
         if method not in self._methods:
             return False
-        family = method.split("/", 1)[0]
-        gate = {
-            "tools": self._tools or self._sourced,
-            "resources": self._resources,
-            "prompts": self._prompts,
-            "completion": self._completers,
-        }.get(family)
-        return gate is None or bool(gate)
+        family = method.partition("/")[0]  # checked on every request: no dict built here
+        if family == "tools":
+            return bool(self._tools or self._sourced)
+        if family == "resources":
+            return bool(self._resources)
+        if family == "prompts":
+            return bool(self._prompts)
+        if family == "completion":
+            return bool(self._completers)
+        return True
 
     @property
     def has_tasks(self) -> bool:
