@@ -7,6 +7,7 @@ and an orphan's late exit are DEBUG. Never arguments, results or header values.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from mcp_asgi._loggers import cancellation_logger as logger
@@ -17,6 +18,9 @@ from mcp_asgi.protocol.request import McpRequest
 
 def log_cancelled(record: RequestRecord) -> None:
     """The request's one cancellation record (call once, when the request ends)."""
+    level = logging.WARNING if record.after_side_effect else logging.INFO
+    if not logger.isEnabledFor(level):
+        return  # nobody listens: the fields are not worked out (200 cancels at once)
     fields = _fields(record)
     if record.after_side_effect:
         logger.warning(
@@ -46,6 +50,8 @@ def log_ignored(request: McpRequest, reason: CancelReason) -> None:
 
 def log_orphan_exited(record: RequestRecord) -> None:
     """An orphaned request's work finally returned."""
+    if not logger.isEnabledFor(logging.DEBUG):
+        return
     logger.debug("orphaned handler exited", extra=_fields(record))
 
 

@@ -77,6 +77,7 @@ class RequestScope:
         "_lock",
         "_observer",
         "_observes_end",
+        "_observes_signal",
         "_on_server_end",
         "_outcome",
         "_over",
@@ -125,6 +126,7 @@ class RequestScope:
         self._deadline = math.inf if timeout is None else self._started + timeout
         self._observer = observer
         self._observes_end = type(observer).ended is not ScopeObserver.ended
+        self._observes_signal = type(observer).signalled is not ScopeObserver.signalled
         self._cancel_grace = cancel_grace
         self._cancel_on_disconnect = cancel_on_disconnect
         self._on_server_end = on_server_end
@@ -238,7 +240,8 @@ class RequestScope:
         signal_token(self._token, reason)
         self._handler_scope.cancel()
         self._watcher.stop()
-        self._tell(self._observer.signalled)
+        if self._observes_signal:  # else no record to make (no SDK)
+            self._tell(self._observer.signalled)
         return True
 
     def mark_side_effect(self, name: str, idempotency_key: str | None) -> SideEffect:
