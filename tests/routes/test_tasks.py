@@ -79,16 +79,7 @@ async def test_tasks_cancel_disconnects_and_cancels_the_route(
     assert ended["status"] == "cancelled"
     await wait_for(record.exited)
     await wait_for(record.closed)
-    assert record.events == [
-        "open",
-        "route CancelledError",
-        "heard http.disconnect",
-        "closed by CancelledError",
-    ]
-    records = [r for r in caplog.records if r.name == CANCEL_LOGGER]
-    assert [(getattr(r, "reason", None), getattr(r, "outcome", None)) for r in records] == [
-        ("task_cancelled", "exited")
-    ]
+    assert_route_stopped(record, caplog, "task_cancelled")
 
 
 async def test_max_task_duration_cancels_the_route_and_fails_the_task(
@@ -119,16 +110,7 @@ async def test_max_task_duration_cancels_the_route_and_fails_the_task(
     assert failed["statusMessage"] == failed["error"]["message"]
     assert "result" not in failed
     assert after == failed
-    assert record.events == [
-        "open",
-        "route CancelledError",
-        "heard http.disconnect",
-        "closed by CancelledError",
-    ]
-    records = [r for r in caplog.records if r.name == CANCEL_LOGGER]
-    assert [(getattr(r, "reason", None), getattr(r, "outcome", None)) for r in records] == [
-        ("timeout", "exited")
-    ]
+    assert_route_stopped(record, caplog, "timeout")
     assert attrs(span)["mcp_asgi.cancellation.reason"] == "timeout"
     assert attrs(span)["mcp_asgi.cancellation.outcome"] == "exited"
     statuses = [
@@ -154,3 +136,18 @@ async def test_a_required_route_task_needs_the_extension(url: str) -> None:
         with pytest.raises(MCPError) as raised:
             await legacy.call_tool("watch", {"seconds": 0})
     assert raised.value.error.code == -32021
+
+
+def assert_route_stopped(record: Record, caplog: pytest.LogCaptureFixture, reason: str) -> None:
+    """The route was cancelled where it awaited, its cleanup heard the disconnect, its
+    dependency was closed, and one cancellation record says `reason` and `exited`."""
+    assert record.events == [
+        "open",
+        "route CancelledError",
+        "heard http.disconnect",
+        "closed by CancelledError",
+    ]
+    records = [r for r in caplog.records if r.name == CANCEL_LOGGER]
+    assert [(getattr(r, "reason", None), getattr(r, "outcome", None)) for r in records] == [
+        (reason, "exited")
+    ]
