@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import contextvars
 import json
-import math
 import statistics
 import time
 from collections.abc import Awaitable, Callable
@@ -53,7 +52,6 @@ def _nothing() -> None:
 async def _run(rounds: int, calls: int, concurrency: int) -> dict[str, dict[str, float]]:
     loop = asyncio.get_running_loop()
     executor = ThreadPoolExecutor(max_workers=concurrency)
-    bounded = anyio.CapacityLimiter(math.inf)  # the caller bounds its threads (ThreadSlots)
 
     async def with_anyio(fn: Callable[[], object]) -> object:
         return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
@@ -62,7 +60,7 @@ async def _run(rounds: int, calls: int, concurrency: int) -> dict[str, dict[str,
         return await loop.run_in_executor(executor, contextvars.copy_context().run, fn)
 
     async def with_pool(fn: Callable[[], object]) -> object:
-        return await run_in_thread(fn, bounded)
+        return await run_in_thread(fn, bounded=True)  # the caller bounds them (ThreadSlots)
 
     hops: dict[str, Hop] = {
         "anyio.to_thread.run_sync": with_anyio,

@@ -9,23 +9,31 @@
 `anyio.to_thread.run_sync` costs ~50-70 µs of CPU per call on asyncio (a checkpoint and a
 limiter's turns of the loop, a cancel scope, a `queue.Queue` with its condition variables,
 one self-pipe write per result). This pool keeps what a handler's thread sees the same and
-drops the rest (~5 µs a call):
+drops the rest:
 
 - `fn` runs in a copy of the caller's context (contextvars: the request's span, ...), with
-  sniffio reporting no async library, in a thread anyio knows as its own worker thread
-  under the cancel scope of the call, as anyio's are: `anyio.from_thread.run`/`run_sync`
-  work without a token, and `from_thread.check_cancelled` raises once the call is
-  cancelled;
+  sniffio reporting no async library, in a thread anyio knows as its own worker thread,
+  under a cancel scope entered for the call inside the caller's, as anyio's are:
+  `anyio.from_thread.run`/`run_sync` work without a token, and
+  `from_thread.check_cancelled` raises once the call is cancelled;
 - an idle thread takes the next job at once (a `SimpleQueue`, in C); a new thread is
   started only when none is idle; an idle thread ends after `IDLE_SECONDS`;
 - results go back to the loop in batches: the first result of a batch schedules one
   callback on the loop, later ones join it (one wake-up however many threads finish);
 - cancellation abandons the call, as `abandon_on_cancel=True` does: the awaiting caller
-  moves on at once; a job whose caller has gone before it started is skipped.
+  moves on at once; a call cancelled before its thread started never runs.
 
-How many threads may run at once is the caller's business (`work.ThreadSlots`). The pool
-is per event loop (an anyio `RunVar`). Only on asyncio loops (uvloop included); on any
-other (trio) `anyio.to_thread.run_sync` is used as it is.
+Who counts threads learns when each one is over through `over(on_loop)`, called once: on
+the loop as the call returns, fails or is cancelled before its thread started; for a thread
+abandoned while it ran, once it really returns (on the loop, or in the thread with
+`on_loop=False` if the loop is gone by then). Two locks taken without blocking settle who
+reports: the thread takes `begun` as it starts and `ended` as it returns; a call ending by
+an exception takes `begun` (the thread never starts: report now), else `ended` (it runs:
+the thread reports), else neither (it has returned: report now).
+
+How many threads may run at once is the caller's business (`work.ThreadSlots`): a call it
+has bounded (`bounded=True`) runs in this pool, on asyncio loops (uvloop included); any
+other (on trio, or unbounded: under anyio's default limiter) in anyio's own threads.
 """
 
 from __future__ import annotations
@@ -33,65 +41,156 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import math
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from mcp_asgi._event_loop import new_cancel_scope
-
 T = TypeVar("T")
 IDLE_SECONDS = 10.0  # as anyio's worker threads
 
 _AsyncIOBackend: Any = None
+_AsyncIOCancelScope: Any = None
+_library_cvar: contextvars.ContextVar[str | None] | None = None
 try:  # what makes a thread one of anyio's worker threads (not a public API of anyio)
     from anyio._backends._asyncio import AsyncIOBackend as _AsyncIOBackend
-    from anyio._core._eventloop import set_current_async_library as _set_library
+    from anyio._backends._asyncio import CancelScope as _AsyncIOCancelScope
     from anyio._core._eventloop import threadlocals as _anyio_threadlocals
 except ImportError:  # pragma: no cover - an anyio without them: its own threads are used
     pass
+with contextlib.suppress(ImportError):  # anyio sets it to None in its threads, if installed
+    from sniffio import current_async_library_cvar as _library_cvar
 
-_POOL: anyio.lowlevel.RunVar[_Pool | None] = anyio.lowlevel.RunVar("mcp_asgi.threads")
+_POOL: anyio.lowlevel.RunVar[_Pool] = anyio.lowlevel.RunVar("mcp_asgi.threads")
+_last_pool: _Pool | None = None  # the pool used last: found without asking anyio
+_UNBOUNDED: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar(
+    "mcp_asgi.threads.unbounded"
+)
 
 
-async def run_in_thread(fn: Callable[[], T], limiter: anyio.CapacityLimiter | None = None) -> T:
+def _ignore(on_loop: bool) -> None:
+    pass
+
+
+async def run_in_thread(
+    fn: Callable[[], T], over: Callable[[bool], object] = _ignore, *, bounded: bool = False
+) -> T:
     """Run `fn` in a worker thread; on cancel, move on at once (the thread is abandoned).
 
-    Without a `limiter` the caller has not bounded its threads: anyio's own threads run
-    `fn`, under anyio's default limiter. With one, on asyncio this pool runs it (the caller
-    bounds the threads; the limiter is not used); elsewhere anyio's threads, under it."""
-    pool = _pool() if limiter is not None else None
-    if pool is None:
-        return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True, limiter=limiter)
-    await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled call starts no thread
-    future: asyncio.Future[T] = pool.loop.create_future()
-    # the scope anyio gives a thread (`from_thread.run` and `check_cancelled` use it)
-    with new_cancel_scope() as scope:
-        pool.submit((contextvars.copy_context(), fn, future, scope))
-        return await future
-    raise AssertionError("unreachable: only an outer cancellation leaves the scope")
-
-
-def _pool() -> _Pool | None:
+    `over(on_loop)` is called once the thread is over (see the module's docstring). With
+    `bounded` the caller bounds its threads: this pool runs `fn` on asyncio, anyio's
+    threads under no limiter elsewhere; without it anyio's threads, under anyio's default
+    limiter."""
+    task = _asyncio_task() if bounded and _AsyncIOBackend is not None else None
+    if task is None:
+        return await _in_anyio_thread(fn, over, bounded)
+    loop = task.get_loop()
+    pool = _last_pool
+    if pool is None or pool.loop is not loop:
+        pool = _pool(loop)
+    begun, ended = threading.Lock(), threading.Lock()
     try:
-        return _POOL.get()
-    except LookupError:
-        pass
-    pool: _Pool | None = None
-    if _AsyncIOBackend is not None:
+        # the scope anyio gives a thread (`from_thread.run` and `check_cancelled` use it)
+        with _AsyncIOCancelScope() as scope:
+            # a cancelled call starts no thread (anyio's checkpoint_if_cancelled, if so)
+            visible: anyio.CancelScope | None = scope
+            while visible is not None:
+                if visible.cancel_called:
+                    await _AsyncIOBackend.checkpoint_if_cancelled()
+                    break
+                if visible.shield:
+                    break
+                visible = visible._parent_scope  # type: ignore[attr-defined]
+            future: asyncio.Future[T] = loop.create_future()
+            context = contextvars.copy_context()
+            if _library_cvar is not None:
+                context.run(_library_cvar.set, None)
+            pool.submit((context, fn, future, scope, begun, ended, over))
+            result = await future
+    except BaseException:
+        _settle(begun, ended, over)
+        raise
+    over(True)
+    return result
+
+
+def _settle(begun: threading.Lock, ended: threading.Lock, over: Callable[[bool], object]) -> None:
+    """On the loop, as a call ends by an exception (its own, or a cancel): report the
+    thread over now, unless it is still running (then it reports itself when it returns)."""
+    if begun.acquire(False) or not ended.acquire(False):
+        over(True)  # never started (and never will), or already returned
+
+
+def _asyncio_task() -> asyncio.Task[Any] | None:
+    """The running asyncio task, or None (on trio, also hosted on an asyncio loop)."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no asyncio loop is running in this thread
+        return None
+
+
+async def _in_anyio_thread(fn: Callable[[], T], over: Callable[[bool], object], bounded: bool) -> T:
+    """`run_in_thread` in one of anyio's threads (not on asyncio, or not bounded)."""
+    token = anyio.lowlevel.current_token()
+    begun, ended = threading.Lock(), threading.Lock()
+
+    def claimed() -> T | None:
+        if not begun.acquire(False):
+            return None  # abandoned before it started: never run
         try:
-            pool = _Pool(asyncio.get_running_loop())
-        except RuntimeError:  # not on an asyncio loop
-            pool = None
-    _POOL.set(pool)
+            return fn()
+        finally:
+            if not ended.acquire(False):  # abandoned while it ran: report its return
+                try:
+                    token.backend_class.run_sync_soon(over, (True,), token.native_token)
+                except RuntimeError:  # the event loop is gone
+                    over(False)
+
+    limiter = _unbounded() if bounded else None
+    try:
+        result = await anyio.to_thread.run_sync(claimed, abandon_on_cancel=True, limiter=limiter)
+    except BaseException:
+        _settle(begun, ended, over)
+        raise
+    over(True)
+    return cast(T, result)  # None only for a call never started, which nobody awaits
+
+
+def _unbounded() -> anyio.CapacityLimiter:
+    try:
+        return _UNBOUNDED.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(math.inf)
+        _UNBOUNDED.set(limiter)
+        return limiter
+
+
+def _pool(loop: asyncio.AbstractEventLoop) -> _Pool:
+    """The pool of the running loop (an asyncio one)."""
+    global _last_pool
+    try:
+        pool = _POOL.get()
+    except LookupError:
+        pool = _Pool(loop)
+        _POOL.set(pool)
+    _last_pool = pool
     return pool
 
 
-_Job = tuple[contextvars.Context, Callable[[], Any], "asyncio.Future[Any]", anyio.CancelScope]
+_Job = tuple[
+    contextvars.Context,
+    Callable[[], Any],
+    "asyncio.Future[Any]",
+    "anyio.CancelScope | None",
+    threading.Lock,
+    threading.Lock,
+    Callable[[bool], object],
+]
 
 
 class _Pool:
@@ -121,37 +220,40 @@ class _Pool:
         _anyio_threadlocals.current_token = token
         while True:
             try:
-                context, fn, future, scope = self._jobs.get(timeout=IDLE_SECONDS)
+                context, fn, future, scope, begun, ended, over = self._jobs.get(
+                    timeout=IDLE_SECONDS
+                )
             except queue.Empty:
                 with self._lock:
                     if self._idle:  # nobody has promised this thread a job: end it
                         self._idle -= 1
                         return
                 continue  # a job was promised to an idle thread: wait for it
-            if future.cancelled():  # its caller has gone: never start it
-                outcome: tuple[bool, Any] = (False, None)
-            else:
+            ok, value = False, None
+            # a call abandoned before its thread started is never run
+            if not future.cancelled() and begun.acquire(False):
                 _anyio_threadlocals.current_cancel_scope = scope
                 try:
-                    context.run(_set_library, None)
-                    outcome = (True, context.run(fn))
+                    ok, value = True, context.run(fn)
                 except BaseException as exc:  # handed to the caller, as anyio does
-                    outcome = (False, exc)
-                finally:
-                    del _anyio_threadlocals.current_cancel_scope
-            self._report(future, outcome)
-            del context, fn, future, scope, outcome
+                    value = exc
+                del _anyio_threadlocals.current_cancel_scope
+                if not ended.acquire(False):  # abandoned while it ran: report its return
+                    self._returned_late(over)
+            with self._lock:  # queue the outcome; the first of a batch wakes the loop
+                self._results.append((future, ok, value))
+                self._idle += 1
+                wake, self._wake_pending = not self._wake_pending, True
+            del context, fn, future, scope, begun, ended, over, value
+            if wake:
+                with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits
+                    self.loop.call_soon_threadsafe(self._deliver)
 
-    def _report(self, future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
-        """In the thread: queue the outcome; the first of a batch wakes the loop."""
-        with self._lock:
-            self._results.append((future, *outcome))
-            self._idle += 1
-            if self._wake_pending:
-                return
-            self._wake_pending = True
-        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
-            self.loop.call_soon_threadsafe(self._deliver)
+    def _returned_late(self, over: Callable[[bool], object]) -> None:
+        try:
+            self.loop.call_soon_threadsafe(over, True)
+        except RuntimeError:  # the event loop is gone
+            over(False)
 
     def _deliver(self) -> None:
         """On the loop: complete the futures of every result queued so far."""

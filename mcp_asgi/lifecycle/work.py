@@ -10,16 +10,15 @@ are closed when it exits.
 
 from __future__ import annotations
 
-import math
-import threading
+from collections import deque
 from collections.abc import Callable
-from typing import Literal, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
 
 from mcp_asgi._loggers import errors_logger as _errors
-from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled
+from mcp_asgi.lifecycle.cancel import CancelToken
 from mcp_asgi.lifecycle.lazy_event import LazyEvent
 from mcp_asgi.lifecycle.threads import run_in_thread
 
@@ -35,47 +34,58 @@ class Closable(Protocol):
 class ThreadSlots:
     """The worker threads that sync handlers of one endpoint may run at once.
 
-    A call takes a slot before its thread starts, waiting in line (cancellable: its
-    request's deadline and disconnect still apply), and the slot comes back only when the
-    thread really returns: an abandoned thread keeps its slot, so "call, then hang up"
-    cannot make threads faster than they finish. (anyio's own limiter is given back when a
-    thread is abandoned; the one handed to it here is unbounded.)
+    A call takes a slot before its thread starts, waiting in line (first come, first
+    served; cancellable: its request's deadline and disconnect still apply), and the slot
+    comes back only when the thread really returns: an abandoned thread keeps its slot, so
+    "call, then hang up" cannot make threads faster than they finish. A count and a line of
+    events, on the event loop (anyio's `CapacityLimiter` did the same for more).
     """
 
     def __init__(self, total: int) -> None:
         if total < 1:
             raise ValueError("max_threads must be at least 1")
         self.total = total
-        self._slots: anyio.CapacityLimiter | None = None  # made on the event loop
-        self._unbounded: anyio.CapacityLimiter | None = None
+        self._in_use = 0
+        self._line: deque[anyio.Event] = deque()
 
     @property
     def in_use(self) -> int:
         """Slots held now: threads running, abandoned or not, and calls starting one."""
-        return 0 if self._slots is None else int(self._slots.borrowed_tokens)
+        return self._in_use
 
     @property
     def waiting(self) -> int:
         """Calls waiting in line for a slot."""
-        return 0 if self._slots is None else self._slots.statistics().tasks_waiting
+        return len(self._line)
 
-    async def acquire(self, borrower: object) -> anyio.CapacityLimiter:
-        """Wait for a slot (cancellable); returns the limiter to hand to `to_thread`. A
-        free slot is taken without a turn of the event loop (the caller checks for a
-        cancellation before it starts the thread)."""
-        if self._slots is None or self._unbounded is None:
-            self._slots = anyio.CapacityLimiter(self.total)
-            self._unbounded = anyio.CapacityLimiter(math.inf)
+    def take(self) -> bool:
+        """Take a free slot at once, without a turn of the event loop; False if there is
+        none (then `wait_in_line`). Nobody waits while a slot is free: `release` hands a
+        slot to the first in line before it frees one."""
+        if self._in_use < self.total:
+            self._in_use += 1
+            return True
+        return False
+
+    async def wait_in_line(self) -> None:
+        """Wait for a slot (cancellable); it is handed over by `release`."""
+        turn = anyio.Event()
+        self._line.append(turn)
         try:
-            self._slots.acquire_on_behalf_of_nowait(borrower)
-        except anyio.WouldBlock:
-            await self._slots.acquire_on_behalf_of(borrower)
-        return self._unbounded
+            await turn.wait()
+        except BaseException:
+            if turn.is_set():  # handed a slot as the wait was cancelled: pass it on
+                self.release()
+            else:
+                self._line.remove(turn)
+            raise
 
-    def release(self, borrower: object) -> None:
-        """Give a slot back (on the event loop)."""
-        if self._slots is not None:
-            self._slots.release_on_behalf_of(borrower)
+    def release(self) -> None:
+        """Give a slot back (on the event loop): to the first call in line, if any."""
+        if self._line:
+            self._line.popleft().set()
+        else:
+            self._in_use -= 1
 
 
 class RunningWork:
@@ -136,73 +146,20 @@ class RunningWork:
 
     async def run_sync(self, fn: Callable[[], T], token: CancelToken) -> T:
         """Run `fn` in a worker thread, counted until it returns. On cancel the caller moves
-        on at once: the thread is abandoned (told through `token`)."""
-        loop = anyio.lowlevel.current_token()
-        job = _ThreadJob()
+        on at once: the thread is abandoned (`fn` learns it through `token`, the request's)."""
         slots = self._threads
-        limiter = await slots.acquire(job) if slots is not None else None
-
-        def returned() -> None:  # on the loop, once the thread is over
-            if slots is not None:
-                slots.release(job)
-            self.done()
-
-        def work() -> T:
-            if not job.begin():
-                raise RequestCancelled(token.reason or CancelReason.SERVER_SHUTDOWN)
-            try:
-                return fn()
-            finally:
-                if job.end():  # abandoned while running: tell the loop it has returned
-                    try:
-                        loop.backend_class.run_sync_soon(returned, (), loop.native_token)
-                    except RuntimeError:  # the event loop is gone
-                        self.done(on_loop=False)
-
+        if slots is not None and not slots.take():
+            await slots.wait_in_line()
         self.running += 1
-        try:
-            result = await run_in_thread(work, limiter)
-        except BaseException:
-            if not job.abandon():
-                returned()
-            raise
-        returned()
-        return result
+        return await run_in_thread(fn, self._thread_over, bounded=slots is not None)
+
+    def _thread_over(self, on_loop: bool) -> None:
+        """A thread returned, or never started (`on_loop=False`: from the thread, its event
+        loop gone): its slot comes back and it is counted out."""
+        if on_loop and self._threads is not None:
+            self._threads.release()
+        self.done(on_loop=on_loop)
 
 
 def _nothing() -> None:
     pass
-
-
-class _ThreadJob:
-    """Who accounts for a worker thread: the loop (it returned in time, or never started)
-    or the thread itself (abandoned while running)."""
-
-    __slots__ = ("_lock", "_state")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._state: Literal["queued", "running", "done", "abandoned"] = "queued"
-
-    def begin(self) -> bool:
-        """In the thread: False if the call was abandoned before it started."""
-        with self._lock:
-            if self._state == "abandoned":
-                return False
-            self._state = "running"
-            return True
-
-    def end(self) -> bool:
-        """In the thread: True if the loop abandoned it while it ran."""
-        with self._lock:
-            abandoned = self._state == "abandoned"
-            self._state = "done"
-            return abandoned
-
-    def abandon(self) -> bool:
-        """On the loop, on cancel: True if the thread is still running (it reports itself)."""
-        with self._lock:
-            running = self._state == "running"
-            if self._state == "queued" or running:
-                self._state = "abandoned"
-            return running

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from types import TracebackType
 from typing import Any, TypeVar, overload
 
@@ -207,7 +208,7 @@ class Context:
         and told through `cancel_token` (pass it to `fn` and poll it). A thread still
         running after the cancel grace period is counted as an orphan until it returns.
         """
-        return await self._request_scope.run_sync(lambda: fn(*args))
+        return await self._request_scope.run_sync(partial(fn, *args) if args else fn)
 
     async def run_process(
         self,

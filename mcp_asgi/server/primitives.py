@@ -7,6 +7,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pydantic
@@ -45,7 +46,7 @@ async def invoke(sig: HandlerSignature, fn: Handler, kwargs: dict[str, Any], ctx
         return await sig.dependencies.call(fn, kwargs, ctx, is_async=sig.is_async)
     if sig.is_async:
         return await fn(**kwargs)
-    return await ctx.run_sync(lambda: fn(**kwargs))
+    return await ctx.run_sync(partial(fn, **kwargs))
 
 
 @dataclass(frozen=True, slots=True)

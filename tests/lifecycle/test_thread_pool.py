@@ -4,7 +4,6 @@ anyio's own worker threads see, a cancel abandons the call, results come back in
 from __future__ import annotations
 
 import contextvars
-import math
 import threading
 
 import anyio
@@ -17,14 +16,11 @@ import sniffio
 from mcp_asgi.lifecycle import threads
 from mcp_asgi.lifecycle.threads import run_in_thread
 
+from ..helpers import eventually
+
 pytestmark = [pytest.mark.anyio, pytest.mark.both_loops]
 
 WHO = contextvars.ContextVar[str]("who")
-
-
-def bounded() -> anyio.CapacityLimiter:
-    """The caller bounds its threads (as `ThreadSlots` does): the pool runs the call."""
-    return anyio.CapacityLimiter(math.inf)
 
 
 async def test_the_thread_sees_the_callers_context_and_no_async_library() -> None:
@@ -38,7 +34,7 @@ async def test_the_thread_sees_the_callers_context_and_no_async_library() -> Non
             library = None
         return WHO.get(), library, threading.current_thread() is threading.main_thread()
 
-    assert await run_in_thread(look, bounded()) == ("caller", None, False)
+    assert await run_in_thread(look, bounded=True) == ("caller", None, False)
 
 
 async def test_anyio_from_thread_works_without_a_token() -> None:
@@ -53,7 +49,7 @@ async def test_anyio_from_thread_works_without_a_token() -> None:
         anyio.from_thread.run_sync(seen.append, "sync")
         return anyio.from_thread.run(on_loop)
 
-    assert await run_in_thread(work, bounded()) == "ran on the loop"
+    assert await run_in_thread(work, bounded=True) == "ran on the loop"
     assert seen == ["sync"]
 
 
@@ -76,7 +72,7 @@ async def test_a_cancel_abandons_the_thread_and_check_cancelled_raises_in_it() -
         async with anyio.create_task_group() as tg:
 
             async def call() -> None:
-                await run_in_thread(work, bounded())
+                await run_in_thread(work, bounded=True)
                 outcome.append("returned")  # never: the call was cancelled
 
             tg.start_soon(call)
@@ -94,10 +90,67 @@ async def test_a_call_cancelled_before_it_starts_never_runs() -> None:
     ran: list[bool] = []
     with anyio.CancelScope() as scope:
         scope.cancel()
-        await run_in_thread(lambda: ran.append(True), bounded())
+        await run_in_thread(lambda: ran.append(True), bounded=True)
     assert scope.cancelled_caught
     await anyio.sleep(0.05)
     assert ran == []
+
+
+async def test_the_end_of_each_call_is_reported_once() -> None:
+    """`over(True)` once, on the loop, when a call returns, raises, or is cancelled before
+    its thread started (which then never runs)."""
+    reports: list[tuple[bool, bool]] = []
+
+    def over(on_loop: bool) -> None:
+        reports.append((on_loop, threading.current_thread() is threading.main_thread()))
+
+    assert await run_in_thread(lambda: "done", over, bounded=True) == "done"
+    assert reports == [(True, True)]
+
+    def fails() -> None:
+        raise ValueError("from the thread")
+
+    with pytest.raises(ValueError, match="from the thread"):
+        await run_in_thread(fails, over, bounded=True)
+    assert reports == [(True, True)] * 2
+
+    ran: list[bool] = []
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await run_in_thread(lambda: ran.append(True), over, bounded=True)
+    assert reports == [(True, True)] * 3
+    await anyio.sleep(0.05)
+    assert ran == []
+    assert reports == [(True, True)] * 3
+
+
+async def test_an_abandoned_thread_reports_its_end_when_it_returns() -> None:
+    """A call cancelled while its thread runs: the caller moves on, and `over(True)` comes
+    once the thread returns, on the loop, not before."""
+    started, release = threading.Event(), threading.Event()
+    reports: list[tuple[bool, bool]] = []
+
+    def over(on_loop: bool) -> None:
+        reports.append((on_loop, threading.current_thread() is threading.main_thread()))
+
+    def work() -> None:
+        started.set()
+        release.wait(5)
+
+    async def call() -> None:
+        await run_in_thread(work, over, bounded=True)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await anyio.to_thread.run_sync(started.wait)
+            tg.cancel_scope.cancel()
+    await anyio.sleep(0.05)
+    assert reports == []  # the thread still runs
+    release.set()
+    await eventually(lambda: bool(reports), what="the thread's end")
+    await anyio.sleep(0.05)
+    assert reports == [(True, True)]
 
 
 async def test_many_calls_at_once_each_get_their_own_result() -> None:
@@ -105,7 +158,7 @@ async def test_many_calls_at_once_each_get_their_own_result() -> None:
     results: dict[int, int] = {}
 
     async def one(n: int) -> None:
-        results[n] = await run_in_thread(lambda: n * n, bounded())
+        results[n] = await run_in_thread(lambda: n * n, bounded=True)
 
     async with anyio.create_task_group() as tg:
         for n in range(200):
@@ -116,13 +169,13 @@ async def test_many_calls_at_once_each_get_their_own_result() -> None:
         raise ValueError("from the thread")
 
     with pytest.raises(ValueError, match="from the thread"):
-        await run_in_thread(fails, bounded())
+        await run_in_thread(fails, bounded=True)
 
     def stops() -> None:
         raise StopIteration
 
     with pytest.raises(RuntimeError, match="StopIteration"):
-        await run_in_thread(stops, bounded())
+        await run_in_thread(stops, bounded=True)
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
@@ -135,7 +188,7 @@ async def test_idle_threads_end(monkeypatch: pytest.MonkeyPatch) -> None:
         return threading.current_thread()
 
     async def one() -> None:
-        used.add(await run_in_thread(this, bounded()))
+        used.add(await run_in_thread(this, bounded=True))
 
     async with anyio.create_task_group() as tg:
         for _ in range(8):
@@ -144,4 +197,4 @@ async def test_idle_threads_end(monkeypatch: pytest.MonkeyPatch) -> None:
     for thread in used:
         await anyio.to_thread.run_sync(thread.join, 5)
         assert not thread.is_alive()
-    assert await run_in_thread(this, bounded()) not in used
+    assert await run_in_thread(this, bounded=True) not in used
