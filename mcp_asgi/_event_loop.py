@@ -81,6 +81,8 @@ async def within(seconds: float, fn: Callable[..., Awaitable[T]], *args: object)
     On asyncio 3.11+ the limit is one loop timer that cancels the task, and that
     cancellation is taken back (`uncancel`) once it has ended the wait; a cancellation from
     anywhere else, also one landing with it, passes through. Elsewhere an anyio scope."""
+    if seconds == math.inf:
+        return await fn(*args)
     task = native_task()
     if task is None:
         with anyio.move_on_after(seconds):

@@ -295,7 +295,7 @@ class RequestScope:
     async def run_sync(self, fn: Callable[[], T]) -> T:
         """Run `fn` in a worker thread. On cancel the request moves on at once: the thread
         is abandoned (told through `token`) and counted as running work until it returns."""
-        return await self._work.run_sync(fn, self._token)
+        return await self._work.run_sync(fn)
 
     # -- lifecycle ---------------------------------------------------------------------
 

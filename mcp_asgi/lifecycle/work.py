@@ -17,8 +17,8 @@ from typing import Protocol, TypeVar
 import anyio
 import anyio.lowlevel
 
+from mcp_asgi._event_loop import within
 from mcp_asgi._loggers import errors_logger as _errors
-from mcp_asgi.lifecycle.cancel import CancelToken
 from mcp_asgi.lifecycle.lazy_event import LazyEvent
 from mcp_asgi.lifecycle.threads import run_in_thread
 
@@ -139,14 +139,13 @@ class RunningWork:
         """
         if self.running:
             await anyio.lowlevel.checkpoint()
-        if self.running:
-            with anyio.move_on_after(grace):
-                await self._idle.wait()
+        if self.running:  # one loop timer (anyio's scope off asyncio): on every cancel
+            await within(grace, self._idle.wait)
         return not self.running
 
-    async def run_sync(self, fn: Callable[[], T], token: CancelToken) -> T:
+    async def run_sync(self, fn: Callable[[], T]) -> T:
         """Run `fn` in a worker thread, counted until it returns. On cancel the caller moves
-        on at once: the thread is abandoned (`fn` learns it through `token`, the request's)."""
+        on at once: the thread is abandoned (`fn` learns it through the request's token)."""
         slots = self._threads
         if slots is not None and not slots.take():
             await slots.wait_in_line()
