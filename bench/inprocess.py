@@ -68,7 +68,10 @@ def _scope_of(request: bytes) -> dict[str, Any]:
     )
 
 
-async def _one_call(app: Any, scope: dict[str, Any], payload: bytes) -> bytes:
+async def _one_call(
+    app: Any, scope: dict[str, Any], payload: bytes, gone: asyncio.Event | None = None
+) -> bytes:
+    """One request; its client leaves once the reply is complete, or when `gone` is set."""
     sent: list[dict[str, Any]] = []
     body_given = False
     done = asyncio.Event()
@@ -78,7 +81,7 @@ async def _one_call(app: Any, scope: dict[str, Any], payload: bytes) -> bytes:
         if not body_given:
             body_given = True
             return {"type": "http.request", "body": payload, "more_body": False}
-        await done.wait()
+        await (gone or done).wait()
         return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:

@@ -24,24 +24,9 @@ from . import inprocess, load, targets
 
 async def _burst(app: Any, scope: dict[str, Any], payload: bytes, size: int) -> None:
     gone = asyncio.Event()
-
-    async def call() -> None:
-        body_given = False
-
-        async def receive() -> dict[str, Any]:
-            nonlocal body_given
-            if not body_given:
-                body_given = True
-                return {"type": "http.request", "body": payload, "more_body": False}
-            await gone.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            pass
-
-        await app(dict(scope), receive, send)
-
-    calls = [asyncio.create_task(call()) for _ in range(size)]
+    calls = [
+        asyncio.create_task(inprocess._one_call(app, scope, payload, gone)) for _ in range(size)
+    ]
     await asyncio.sleep(0.2)  # every handler is waiting in its tool
     gone.set()
     await asyncio.gather(*calls)

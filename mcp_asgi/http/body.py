@@ -33,8 +33,6 @@ async def read_body(
     declared = header(asgi_scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
-    if within == math.inf:
-        return await _read(receive, limit)
     body = await _event_loop.within(within, _read, receive, limit)
     if isinstance(body, _event_loop.TimedOut):
         raise _too_slow(within)

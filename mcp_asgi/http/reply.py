@@ -7,11 +7,9 @@ JSON body; a notification or a keep-alive tick first commits the reply to SSE.
 
 from __future__ import annotations
 
-import collections
 import enum
 from typing import Any, Final
 
-import anyio
 from pydantic_core import to_json
 from sse_starlette.event import ServerSentEvent
 from starlette.types import Message, Send
@@ -91,42 +89,21 @@ async def send_empty(send: Send, status: int) -> None:
     await send({"type": "http.response.body", "body": b""})
 
 
-class _WriteLock:
-    """A FIFO lock that costs a flag when it is free (no task lookup, no checkpoint), as
-    the writes of one request almost never contend; a waiter is woken by an `anyio.Event`.
-    Ownership passes straight to the next waiter, so no write can jump the queue."""
+class _WriteLock(_event_loop.Line):
+    """The reply's FIFO lock: a `Line` of one place (a flag when free, as the writes of one
+    request almost never contend; no write can jump the queue)."""
 
-    __slots__ = ("_locked", "_waiters")
+    __slots__ = ()
 
     def __init__(self) -> None:
-        self._locked = False
-        self._waiters: collections.deque[anyio.Event] | None = None  # made on contention
+        super().__init__(1)
 
     async def __aenter__(self) -> None:
-        if not self._locked:
-            self._locked = True
-            return
-        turn = anyio.Event()
-        if self._waiters is None:
-            self._waiters = collections.deque()
-        self._waiters.append(turn)
-        try:
-            await turn.wait()
-        except BaseException:
-            if turn.is_set():  # handed the lock as the wait was cancelled: pass it on
-                self._release()
-            else:
-                self._waiters.remove(turn)
-            raise
+        if not self.take():
+            await self.wait_in_line()
 
     async def __aexit__(self, *exc_info: object) -> None:
-        self._release()
-
-    def _release(self) -> None:
-        if self._waiters:  # None or empty: nobody waits
-            self._waiters.popleft().set()  # stays locked: the next writer owns it now
-        else:
-            self._locked = False
+        self.release()
 
 
 class ReplyWriter:

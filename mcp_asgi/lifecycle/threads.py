@@ -51,6 +51,8 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from mcp_asgi._event_loop import asyncio_task
+
 T = TypeVar("T")
 IDLE_SECONDS = 10.0  # as anyio's worker threads
 
@@ -86,7 +88,7 @@ async def run_in_thread(
     `bounded` the caller bounds its threads: this pool runs `fn` on asyncio, anyio's
     threads under no limiter elsewhere; without it anyio's threads, under anyio's default
     limiter."""
-    task = _asyncio_task() if bounded and _AsyncIOBackend is not None else None
+    task = asyncio_task() if bounded and _AsyncIOBackend is not None else None
     if task is None:
         return await _in_anyio_thread(fn, over, bounded)
     loop = task.get_loop()
@@ -124,14 +126,6 @@ def _settle(begun: threading.Lock, ended: threading.Lock, over: Callable[[bool],
     thread over now, unless it is still running (then it reports itself when it returns)."""
     if begun.acquire(False) or not ended.acquire(False):
         over(True)  # never started (and never will), or already returned
-
-
-def _asyncio_task() -> asyncio.Task[Any] | None:
-    """The running asyncio task, or None (on trio, also hosted on an asyncio loop)."""
-    try:
-        return asyncio.current_task()
-    except RuntimeError:  # no asyncio loop is running in this thread
-        return None
 
 
 async def _in_anyio_thread(fn: Callable[[], T], over: Callable[[bool], object], bounded: bool) -> T:

@@ -21,7 +21,6 @@ cancel scope. A cancellation that is not the watcher's own passes through either
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import math
 from collections.abc import Awaitable, Callable
@@ -30,7 +29,13 @@ from typing import TypeVar
 import anyio
 from starlette.types import Receive
 
-from mcp_asgi._event_loop import native_task, new_cancel_scope, uncancel
+from mcp_asgi._event_loop import (
+    TIMED_OUT,
+    Interruptible,
+    TimedOut,
+    native_task,
+    new_cancel_scope,
+)
 
 T = TypeVar("T")
 
@@ -46,24 +51,16 @@ class WatchEnd(enum.Enum):
     """`stop()` was called."""
 
 
-class _Interrupted:
-    """What a bounded wait returns when its time came or `stop()` was called."""
-
-
-_INTERRUPTED = _Interrupted()
-
-
 class Watcher:
     """Watches one request's connection and deadline (an absolute time on the loop's clock)."""
 
     __slots__ = (
         "_cancel_scope",
         "_deadline",
-        "_interrupting",
+        "_interrupt",
         "_interval",
         "_keepalive",
         "_stopped",
-        "_waiting",
     )
 
     def __init__(
@@ -79,13 +76,13 @@ class Watcher:
         self._interval = keepalive_interval if self._keepalive is not None else math.inf
         self._stopped = False
         self._cancel_scope: anyio.CancelScope | None = None  # the wait's, off asyncio
-        self._waiting: asyncio.Task[object] | None = None  # the task in a wait, on asyncio
-        self._interrupting = False  # it has been cancelled to end its wait
+        self._interrupt: Interruptible | None = None  # the waits', on asyncio (made on the first)
 
     def stop(self) -> None:
         """Stop watching: a running `watch` or `until_deadline` returns STOPPED. Idempotent."""
         self._stopped = True
-        self._interrupt()
+        if self._interrupt is not None:
+            self._interrupt.interrupt()
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
 
@@ -94,7 +91,7 @@ class Watcher:
         keep-alive each time the reply has been quiet for the interval."""
         while True:
             until = min(self._deadline, anyio.current_time() + self._interval)
-            if await self._until(until, _disconnect, receive) is not _INTERRUPTED:
+            if await self._until(until, _disconnect, receive) is not TIMED_OUT:
                 return WatchEnd.CLIENT_GONE
             if self._stopped:
                 return WatchEnd.STOPPED
@@ -104,7 +101,7 @@ class Watcher:
                 written = await self._until(self._deadline, self._keepalive)
                 if written is False:
                     return WatchEnd.CLIENT_GONE
-                if written is _INTERRUPTED or self._stopped:
+                if written is TIMED_OUT or self._stopped:
                     return WatchEnd.STOPPED if self._stopped else WatchEnd.DEADLINE
 
     async def until_deadline(self) -> WatchEnd:
@@ -114,49 +111,19 @@ class Watcher:
 
     async def _until(
         self, until: float, fn: Callable[..., Awaitable[T]], *args: object
-    ) -> T | _Interrupted:
-        """`await fn(*args)`, or `_INTERRUPTED` once `until` passes or on `stop()`."""
+    ) -> T | TimedOut:
+        """`await fn(*args)`, or `TIMED_OUT` once `until` passes or on `stop()`."""
         if self._stopped:
-            return _INTERRUPTED
-        self._interrupting = False
+            return TIMED_OUT
         task = native_task()
         if task is not None:
-            return await self._until_on_asyncio(task, until, fn, *args)
+            if self._interrupt is None:
+                self._interrupt = Interruptible()
+            return await self._interrupt.run(task, until, fn, *args)
         with new_cancel_scope(deadline=until) as scope:
             self._cancel_scope = scope
             return await fn(*args)
-        return _INTERRUPTED
-
-    async def _until_on_asyncio(
-        self,
-        task: asyncio.Task[object],
-        until: float,
-        fn: Callable[..., Awaitable[T]],
-        *args: object,
-    ) -> T | _Interrupted:
-        loop = asyncio.get_running_loop()
-        timer = loop.call_at(until, self._interrupt) if until < math.inf else None
-        self._waiting = task
-        try:
-            result = await fn(*args)
-        except asyncio.CancelledError:
-            if not self._interrupting or uncancel(task) > 0:
-                raise  # not ours, or another cancellation came with ours
-            return _INTERRUPTED
-        finally:
-            self._waiting = None
-            if timer is not None:
-                timer.cancel()
-        if self._interrupting:  # `fn` swallowed our cancellation: take it back all the same
-            uncancel(task)
-        return result
-
-    def _interrupt(self) -> None:
-        """End the current wait on asyncio (the timer's callback, and `stop()`), once."""
-        task = self._waiting
-        if task is not None and not self._interrupting:
-            self._interrupting = True
-            task.cancel()
+        return TIMED_OUT
 
 
 async def _disconnect(receive: Receive) -> None:

@@ -10,14 +10,13 @@ are closed when it exits.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
 
-from mcp_asgi._event_loop import within
+from mcp_asgi._event_loop import Line, within
 from mcp_asgi._loggers import errors_logger as _errors
 from mcp_asgi.lifecycle.lazy_event import LazyEvent
 from mcp_asgi.lifecycle.threads import run_in_thread
@@ -31,61 +30,22 @@ class Closable(Protocol):
     async def aclose(self) -> None: ...
 
 
-class ThreadSlots:
+class ThreadSlots(Line):
     """The worker threads that sync handlers of one endpoint may run at once.
 
-    A call takes a slot before its thread starts, waiting in line (first come, first
-    served; cancellable: its request's deadline and disconnect still apply), and the slot
-    comes back only when the thread really returns: an abandoned thread keeps its slot, so
-    "call, then hang up" cannot make threads faster than they finish. A count and a line of
-    events, on the event loop (anyio's `CapacityLimiter` did the same for more).
+    A call takes a slot before its thread starts (`take`, else `wait_in_line`: first come,
+    first served; cancellable, so its request's deadline and disconnect still apply), and
+    the slot comes back only when the thread really returns (`release`): an abandoned
+    thread keeps its slot, so "call, then hang up" cannot make threads faster than they
+    finish.
     """
+
+    __slots__ = ()
 
     def __init__(self, total: int) -> None:
         if total < 1:
             raise ValueError("max_threads must be at least 1")
-        self.total = total
-        self._in_use = 0
-        self._line: deque[anyio.Event] = deque()
-
-    @property
-    def in_use(self) -> int:
-        """Slots held now: threads running, abandoned or not, and calls starting one."""
-        return self._in_use
-
-    @property
-    def waiting(self) -> int:
-        """Calls waiting in line for a slot."""
-        return len(self._line)
-
-    def take(self) -> bool:
-        """Take a free slot at once, without a turn of the event loop; False if there is
-        none (then `wait_in_line`). Nobody waits while a slot is free: `release` hands a
-        slot to the first in line before it frees one."""
-        if self._in_use < self.total:
-            self._in_use += 1
-            return True
-        return False
-
-    async def wait_in_line(self) -> None:
-        """Wait for a slot (cancellable); it is handed over by `release`."""
-        turn = anyio.Event()
-        self._line.append(turn)
-        try:
-            await turn.wait()
-        except BaseException:
-            if turn.is_set():  # handed a slot as the wait was cancelled: pass it on
-                self.release()
-            else:
-                self._line.remove(turn)
-            raise
-
-    def release(self) -> None:
-        """Give a slot back (on the event loop): to the first call in line, if any."""
-        if self._line:
-            self._line.popleft().set()
-        else:
-            self._in_use -= 1
+        super().__init__(total)
 
 
 class RunningWork:

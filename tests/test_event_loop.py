@@ -1,0 +1,88 @@
+"""`_event_loop.Interruptible` on asyncio: a wait ended by its time or by `interrupt()`
+leaves no cancellation behind, also when the awaited code swallows it; a cancellation
+from outside passes through. (`within`, built on it, is tested through the body read on
+both loops: tests/http/test_body.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any, cast
+
+import anyio
+import pytest
+
+from mcp_asgi._event_loop import TIMED_OUT, Interruptible, native_task, within
+
+pytestmark = [pytest.mark.anyio]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def task() -> asyncio.Task[object]:
+    current = native_task()
+    assert current is not None
+    return current
+
+
+async def answer() -> str:
+    return "done"
+
+
+def cancelling() -> int:
+    return int(cast(Any, task()).cancelling())  # typeshed for 3.10 lacks it
+
+
+async def test_its_time_ends_the_wait() -> None:
+    waits = Interruptible()
+    until = asyncio.get_running_loop().time() + 0.02
+    assert await waits.run(task(), until, anyio.sleep, 10) is TIMED_OUT
+    assert cancelling() == 0
+
+
+async def test_interrupt_ends_the_wait_and_a_finished_wait_is_left_alone() -> None:
+    waits = Interruptible()
+    asyncio.get_running_loop().call_later(0.02, waits.interrupt)
+    assert await waits.run(task(), math.inf, anyio.sleep, 10) is TIMED_OUT
+    assert await waits.run(task(), math.inf, answer) == "done"
+    waits.interrupt()  # no wait now: nothing happens
+    await anyio.sleep(0.01)
+    assert cancelling() == 0
+
+
+async def test_a_swallowed_interrupt_is_taken_back_all_the_same() -> None:
+    async def stubborn() -> str:
+        try:
+            await anyio.sleep(10)
+        except asyncio.CancelledError:
+            return "swallowed"
+        return "slept"
+
+    waits = Interruptible()
+    asyncio.get_running_loop().call_later(0.02, waits.interrupt)
+    assert await waits.run(task(), math.inf, stubborn) == "swallowed"
+    assert cancelling() == 0
+    await anyio.sleep(0.01)  # and nothing is pending
+
+
+async def test_a_cancellation_from_outside_passes_through_also_with_an_interrupt() -> None:
+    waits = Interruptible()
+    current = task()
+
+    def both() -> None:
+        current.cancel()
+        waits.interrupt()
+
+    asyncio.get_running_loop().call_later(0.02, both)
+    with pytest.raises(asyncio.CancelledError):
+        await waits.run(current, math.inf, anyio.sleep, 10)
+    assert cast(Any, current).uncancel() == 0  # exactly the outside one was left
+
+
+async def test_within_without_a_limit_just_awaits() -> None:
+    assert await within(math.inf, answer) == "done"
+    assert await within(0.01, anyio.sleep, 10) is TIMED_OUT
+    assert cancelling() == 0
