@@ -79,18 +79,27 @@ class TimedOut:
 TIMED_OUT = TimedOut()
 
 
-async def within(seconds: float, fn: Callable[..., Awaitable[T]], *args: object) -> T | TimedOut:
-    """`await fn(*args)`, or `TIMED_OUT` once `seconds` have passed (like `move_on_after`):
-    one loop timer on asyncio 3.11+ (`Interruptible`), an anyio scope elsewhere."""
+def within(
+    seconds: float, fn: Callable[..., Awaitable[T]], *args: object
+) -> Awaitable[T | TimedOut]:
+    """`await within(...)`: `await fn(*args)`, or `TIMED_OUT` once `seconds` have passed
+    (like `move_on_after`): one loop timer on asyncio 3.11+ (`Interruptible`), an anyio
+    scope elsewhere. A plain function returning the awaitable: no coroutine of its own on
+    the body read of every request."""
     if seconds == math.inf:
-        return await fn(*args)
+        return fn(*args)
     task = native_task()
     if task is None:
-        with anyio.move_on_after(seconds):
-            return await fn(*args)
-        return TIMED_OUT
-    loop = task.get_loop()
-    return await Interruptible().run(task, loop.time() + seconds, fn, *args)
+        return _within_scope(seconds, fn, *args)
+    return Interruptible().run(task, task.get_loop().time() + seconds, fn, *args)
+
+
+async def _within_scope(
+    seconds: float, fn: Callable[..., Awaitable[T]], *args: object
+) -> T | TimedOut:
+    with anyio.move_on_after(seconds):
+        return await fn(*args)
+    return TIMED_OUT
 
 
 class Interruptible:
@@ -183,6 +192,16 @@ class Line:
             else:
                 self._waiters.remove(turn)
             raise
+
+    async def __aenter__(self) -> None:
+        """`async with line:` holds a place for the block (a FIFO lock with one place)."""
+        if self._in_use < self.total:
+            self._in_use += 1
+        else:
+            await self.wait_in_line()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.release()
 
     def release(self) -> None:
         """Give a place back: to the first in line, if any (it stays taken)."""

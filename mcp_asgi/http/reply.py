@@ -89,23 +89,6 @@ async def send_empty(send: Send, status: int) -> None:
     await send({"type": "http.response.body", "body": b""})
 
 
-class _WriteLock(_event_loop.Line):
-    """The reply's FIFO lock: a `Line` of one place (a flag when free, as the writes of one
-    request almost never contend; no write can jump the queue)."""
-
-    __slots__ = ()
-
-    def __init__(self) -> None:
-        super().__init__(1)
-
-    async def __aenter__(self) -> None:
-        if not self.take():
-            await self.wait_in_line()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        self.release()
-
-
 class ReplyWriter:
     """The only object that calls `send` for a request once it is dispatched.
 
@@ -132,7 +115,7 @@ class ReplyWriter:
         self._send_asgi = send
         self._mode: ResponseMode = mode
         self._preamble = preamble
-        self._lock = _WriteLock()
+        self._lock = _event_loop.Line(1)  # writes in turn, first come first served
         self._started = False
         self._ended = False
         self.state = ReplyState.PENDING
