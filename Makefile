@@ -8,7 +8,7 @@ NODE_STAMP := tests/node/node_modules/.installed-stamp
 AUTH_STAMP := tests/authserver/node_modules/.installed-stamp
 DOWNSTREAM_STAMP := tests/downstream/node/node_modules/.installed-stamp
 
-.PHONY: run test test-deps backends e2e package lint typecheck contracts docs docs-strict pytest conformance bench bench-quick format clean fastapi-range
+.PHONY: run test check test-deps backends e2e package lint typecheck contracts docs docs-strict pytest conformance bench bench-quick format clean fastapi-range
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,9 @@ run: $(STAMP)  ## serve the example FastAPI app on http://127.0.0.1:8000 (MCP at
 		--host 127.0.0.1 --port 8000 --timeout-graceful-shutdown 5
 
 test: lint typecheck contracts docs-strict package pytest  ## the full suite: ruff, mypy --strict, import contracts, the docs site, the package (build, twine check), pytest
+
+check: lint typecheck contracts  ## the fast loop: ruff, mypy --strict, import contracts and the tests that start nothing (no server, node or backend)
+	$(BIN)/python -m pytest -q -m "not live" -p no:cacheprovider
 
 lint: $(STAMP)
 	$(BIN)/ruff check mcp_asgi tests examples bench

@@ -17,9 +17,12 @@ import pytest
 from trio.testing import MockClock
 
 from .helpers import Otel as Otel  # re-exported: some tests import it from here
+from .live_marker import named_fixtures, starts_something
 
 _PR_SET_CHILD_SUBREAPER = 36
 BOTH_LOOPS = ("asyncio", "trio")
+# Folders whose tests drive the official clients, the conformance suite or a real backend.
+_INTEROP_FOLDERS = frozenset({"interop", "conformance", "backends"})
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -27,6 +30,48 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "fake_clock: run each async test on trio with the `fake_clock` fixture's clock"
     )
+    config.addinivalue_line(
+        "markers",
+        "live: starts a server, a subprocess or a backend (set by tests/live_marker.py; "
+        "`make check` leaves these out)",
+    )
+    config.addinivalue_line(
+        "markers", "interop: drives an official client, the conformance suite or a backend"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests that start something `live`, and those of the interop folders
+    `interop` (and `live`): `pytest -m "not live"` is the fast loop."""
+    for item in items:
+        folder = item.path.relative_to(item.config.rootpath).parts[1:2]
+        if folder and folder[0] in _INTEROP_FOLDERS:
+            item.add_marker(pytest.mark.interop)
+            item.add_marker(pytest.mark.live)
+        elif _is_live(item):
+            item.add_marker(pytest.mark.live)
+
+
+def _is_live(item: pytest.Item) -> bool:
+    """Whether the test, or a fixture it uses (also one it asks for by name with
+    `request.getfixturevalue("...")`), starts something."""
+    if not isinstance(item, pytest.Function):
+        return False
+    if starts_something(item.function):
+        return True
+    manager = item.session._fixturemanager
+    pending = list(item.fixturenames)
+    seen: set[str] = set()
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for fixture in manager.getfixturedefs(name, item) or ():
+            if starts_something(fixture.func):
+                return True
+            pending.extend(named_fixtures(fixture.func))
+    return False
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
