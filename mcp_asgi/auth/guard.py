@@ -141,7 +141,7 @@ class Authenticator:
 
     async def _identify(self, asgi_scope: Scope) -> Principal:
         query = asgi_scope.get("query_string", b"")
-        if query and b"access_token" in query and _token_in_query(query):
+        if query and (b"access_token" in query or b"%" in query) and _token_in_query(query):
             description = "Send the access token in the Authorization header, never in the URL"
             raise AuthError(
                 400,
@@ -220,6 +220,8 @@ class Authenticator:
 
 
 def _token_in_query(query: bytes) -> bool:
+    """Whether a parameter is named `access_token` once its name is percent-decoded (the
+    byte search before the call skips the parse for the queries that cannot have one)."""
     return any(
         name == "access_token"
         for name, _ in parse_qsl(query.decode("latin-1"), keep_blank_values=True)

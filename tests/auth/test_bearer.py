@@ -255,15 +255,15 @@ async def test_negative_battery(
         assert token not in value
 
 
-async def test_token_in_the_query_string_is_400(live: Live, ran: Ran) -> None:
+@pytest.mark.parametrize("name", ["access_token", "access%5Ftoken", "%61ccess_token"])
+async def test_token_in_the_query_string_is_400(live: Live, ran: Ran, name: str) -> None:
     """RFC 6750 §2.3 is not for MCP: a token in the URL is a 400 invalid_request, even a
-    valid one, even with a header."""
+    valid one, even with a header, even with its name percent-encoded."""
     token = live.token()
     async with httpx.AsyncClient() as http:
         body = McpTestClient(live.url).build("tools/call", {"name": "whoami", "arguments": {}})
         response = await http.post(
-            live.url,
-            params={"access_token": token},
+            f"{live.url}?x=1&{name}={token}",
             json=body,
             headers={
                 **McpTestClient(live.url).headers_for(body),
