@@ -398,6 +398,7 @@ def _auth_of(
                 leeway=settings.auth_leeway,
                 jwks_url=settings.auth_jwks_url,
                 min_refetch=settings.auth_jwks_min_refetch,
+                token_types=settings.auth_token_types,
             )
         else:
             from mcp_asgi.auth.introspection import IntrospectionVerifier

@@ -8,7 +8,9 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from mcp_asgi.auth.jwt import ACCESS_TOKEN_TYPES as _ACCESS_TOKEN_TYPES
 from mcp_asgi.auth.jwt import ASYMMETRIC as _ASYMMETRIC
+from mcp_asgi.auth.jwt import accepted_types as _accepted_types
 from mcp_asgi.http.accept import ResponseMode
 
 
@@ -256,6 +258,12 @@ class McpSettings(BaseSettings):
         default=("RS256", "ES256", "PS256", "EdDSA"),
         description="JWT signature algorithms accepted (public-key only: never 'none' or HS*).",
     )
+    auth_token_types: tuple[str, ...] = Field(
+        default=_ACCESS_TOKEN_TYPES,
+        description="JWT header 'typ' values accepted, without case or 'application/' "
+        "prefix: 'at+jwt' (RFC 9068); add 'JWT' for issuers that type access tokens so "
+        "(Keycloak, Entra), '' for none. ID tokens (id_token+jwt) are always refused.",
+    )
     auth_leeway: float = Field(
         default=30.0, ge=0, le=300, description="Seconds of clock skew allowed on exp and nbf."
     )
@@ -313,6 +321,12 @@ class McpSettings(BaseSettings):
                 f"auth_algorithms must be public-key signature algorithms "
                 f"({', '.join(sorted(_ASYMMETRIC))}); refused: {refused or 'an empty list'}"
             )
+        return value
+
+    @field_validator("auth_token_types")
+    @classmethod
+    def _types_are_access_tokens(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        _accepted_types(value)
         return value
 
     @model_validator(mode="after")

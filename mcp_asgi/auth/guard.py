@@ -45,6 +45,7 @@ AUTH_FAILURE_REASONS: Final = (
     "wrong_issuer",
     "bad_signature",
     "algorithm",
+    "token_type",
     "unknown_key",
     "inactive",
     "missing_claim",

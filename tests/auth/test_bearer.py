@@ -15,7 +15,10 @@ import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
+from pydantic import ValidationError
 
+from mcp_asgi import InvalidToken, McpSettings
+from mcp_asgi.auth.jwt import JwtVerifier
 from mcp_asgi.testing import McpTestClient
 
 from .apps import Ran
@@ -208,6 +211,9 @@ def _battery(live: Live) -> dict[str, tuple[dict[str, str], int, str]]:
         ),
         "the issuer's kid, another key": (bearer(forge(base, key=rogue_key)), 401, "bad_signature"),
         "no exp": (bearer(forge({**base, "exp": None})), 401, "missing_claim"),
+        "typed JWT": (bearer(forge(base, headers={"typ": "JWT"})), 401, "token_type"),
+        "an ID token": (bearer(forge(base, headers={"typ": "id_token+jwt"})), 401, "token_type"),
+        "no typ": (bearer(forge(base, headers={"typ": None})), 401, "token_type"),
     }
 
 
@@ -226,7 +232,47 @@ BATTERY = [
     "unknown kid",
     "the issuer's kid, another key",
     "no exp",
+    "typed JWT",
+    "an ID token",
+    "no typ",
 ]
+
+
+@pytest.mark.parametrize(
+    ("types", "typ", "accepted"),
+    [
+        (("at+jwt",), "at+jwt", True),
+        (("at+jwt",), "application/AT+JWT", True),
+        (("at+jwt",), "JWT", False),
+        (("at+jwt", "JWT"), "jwt", True),
+        (("application/at+jwt",), None, False),
+        (("at+jwt", ""), None, True),
+    ],
+)
+async def test_accepted_token_types(
+    live: Live, types: tuple[str, ...], typ: str | None, accepted: bool
+) -> None:
+    """`typ` is compared without case or `application/` prefix, against the accepted types
+    (`auth_token_types`); a token without one passes only when `""` is listed."""
+    verifier = JwtVerifier(
+        issuers=[live.env.issuer], audiences=[live.env.jwt_resource], token_types=types
+    )
+    token = live.env.server.forge({"aud": live.env.jwt_resource}, headers={"typ": typ})
+    if accepted:
+        assert (await verifier.verify(token)).subject == "forger"
+    else:
+        with pytest.raises(InvalidToken) as refused:
+            await verifier.verify(token)
+        assert refused.value.reason == "token_type"
+
+
+@pytest.mark.parametrize("types", [("id_token+jwt",), ("at+jwt", "application/ID_TOKEN+JWT"), ()])
+def test_id_tokens_cannot_be_accepted(types: tuple[str, ...]) -> None:
+    """No setting makes an ID token (or nothing at all) an accepted access-token type."""
+    with pytest.raises(ValidationError, match="auth_token_types"):
+        McpSettings(auth_token_types=types)
+    with pytest.raises(ValueError, match="auth_token_types"):
+        JwtVerifier(issuers=["https://id.example"], audiences=["x"], token_types=types)
 
 
 @pytest.mark.parametrize("case", BATTERY)
