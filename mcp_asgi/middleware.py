@@ -42,7 +42,7 @@ from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, ProtocolE
 from mcp_asgi.protocol.message import IncomingMessage, IncomingReply, parse_post, peek_id
 from mcp_asgi.routes import ROUTE_CALL_KEY
 from mcp_asgi.server.mcp_server import McpServer, ResultOptions
-from mcp_asgi.settings import McpSettings, normalize_path
+from mcp_asgi.settings import VERIFIER_SETTINGS, McpSettings, changed, normalize_path
 from mcp_asgi.store import store_from_url
 from mcp_asgi.tasks import TaskMethods, TaskRegistry, TaskSupervisor
 from mcp_asgi.telemetry import Telemetry
@@ -167,7 +167,8 @@ class McpMiddleware:
             async with AsyncExitStack() as running:
                 try:
                     await running.enter_async_context(self.server.running())
-                except ValueError as refused:  # a tool source refused a name already taken
+                    _check_scopes_enforced(self.server, self.settings)
+                except ValueError as refused:  # a name already taken, scopes nobody checks
                     await _startup_failed(refused, receive, send)
                     return
                 async with self._tasks.run_tasks(), self._replicas():
@@ -376,6 +377,7 @@ def _auth_of(
         if verifier is not None:
             raise ValueError("token_verifier needs McpSettings.auth_resource and auth_issuers")
         if not settings.auth_host_identity:
+            _check_scopes_enforced(server, settings)
             return None, None
         authenticator = Authenticator(
             metadata_url=None,
@@ -385,6 +387,12 @@ def _auth_of(
         )
         return authenticator, None
     metadata = document_of(settings, server)
+    unused = changed(settings, VERIFIER_SETTINGS) if verifier is not None else []
+    if unused:
+        raise ValueError(
+            f"McpSettings {', '.join(unused)} set, but a token_verifier is given, which "
+            "replaces the built-in verifiers that read them: remove them"
+        )
     if verifier is None:
         audiences = tuple(dict.fromkeys([settings.auth_resource, settings.auth_audience or ""]))
         audiences = tuple(a for a in audiences if a)
@@ -422,6 +430,22 @@ def _auth_of(
     return authenticator, metadata
 
 
+def _check_scopes_enforced(server: McpServer, settings: McpSettings) -> None:
+    """A ValueError when the server declares scopes that nobody would check (authorization
+    off): at construction, and again at startup for what was registered since."""
+    if settings.auth_resource is not None or settings.auth_host_identity:
+        return
+    declared = server.declared_scopes()
+    if declared:
+        raise ValueError(
+            f"McpServer {server.name!r} declares scopes ({', '.join(sorted(declared))}: its "
+            "default_scopes or a tool's, resource's, prompt's or source's scopes=), but "
+            "authorization is off, so every caller could use everything: set "
+            "McpSettings.auth_resource and auth_issuers (bearer tokens) or "
+            "auth_host_identity=True, or remove the scopes"
+        )
+
+
 def _route_path(asgi_scope: Scope) -> str:
     path: str = asgi_scope["path"]
     root: str = asgi_scope.get("root_path", "")
@@ -431,7 +455,8 @@ def _route_path(asgi_scope: Scope) -> str:
 
 
 async def _startup_failed(refused: ValueError, receive: Receive, send: Send) -> None:
-    """The server could not start (a tool source refused a name already taken): the ASGI
+    """The server could not start (a tool source refused a name already taken, or scopes
+    were declared with authorization off): the ASGI
     server is told `lifespan.startup.failed` with the reason, and exits saying so."""
     logger.error("the MCP server cannot start: %s", refused)
     await receive()  # lifespan.startup
