@@ -22,6 +22,7 @@ from opentelemetry import metrics, trace
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_asgi._loggers import root_logger as logger
+from mcp_asgi.auth.discovery import HttpJson
 from mcp_asgi.auth.guard import Authenticator, AuthError
 from mcp_asgi.auth.metadata import MetadataDocument, document_of
 from mcp_asgi.auth.verifier import TokenVerifier
@@ -35,7 +36,7 @@ from mcp_asgi.inflight import InFlight
 from mcp_asgi.input.rounds import InputRounds
 from mcp_asgi.legacy import LegacyEndpoint, is_legacy, is_session_request
 from mcp_asgi.lifecycle.clock import loop_clock
-from mcp_asgi.limits import ClientLimits, client_key
+from mcp_asgi.limits import AuthFailures, ClientLimits, client_key
 from mcp_asgi.protocol import jsonrpc
 from mcp_asgi.protocol.headers import header
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
@@ -98,7 +99,8 @@ class McpMiddleware:
         self._read_timeout = min(settings.body_read_timeout, deadline or settings.body_read_timeout)
         self._origins = frozenset(normalize_origin(o) for o in settings.allowed_origins)
         self._bus = _bus_of(server, settings, meter_provider)
-        self._auth, self._metadata = _auth_of(server, settings, token_verifier)
+        self._http = HttpJson()  # the verifiers' HTTP client, kept through the lifespan
+        self._auth, self._metadata = _auth_of(server, settings, token_verifier, self._http)
         self._telemetry = Telemetry(
             tracer_provider,
             meter_provider,
@@ -171,6 +173,7 @@ class McpMiddleware:
                 except ValueError as refused:  # a name already taken, scopes nobody checks
                     await _startup_failed(refused, receive, send)
                     return
+                await running.enter_async_context(self._http)
                 async with self._tasks.run_tasks(), self._replicas():
                     await self._serve_lifespan(asgi_scope, receive, send)
         elif (
@@ -369,7 +372,7 @@ def _bus_of(
 
 
 def _auth_of(
-    server: McpServer, settings: McpSettings, verifier: TokenVerifier | None
+    server: McpServer, settings: McpSettings, verifier: TokenVerifier | None, http: HttpJson
 ) -> tuple[Authenticator | None, MetadataDocument | None]:
     """The authenticator and the Protected Resource Metadata the settings ask for (None,
     None with authorization off)."""
@@ -407,6 +410,7 @@ def _auth_of(
                 jwks_url=settings.auth_jwks_url,
                 min_refetch=settings.auth_jwks_min_refetch,
                 token_types=settings.auth_token_types,
+                http=http,
             )
         else:
             from mcp_asgi.auth.introspection import IntrospectionVerifier
@@ -419,13 +423,18 @@ def _auth_of(
                 client_secret=secret.get_secret_value() if secret else None,
                 endpoint=settings.auth_introspection_url,
                 cache_ttl=settings.auth_cache_ttl,
+                refusal_ttl=settings.auth_refusal_cache_ttl,
                 leeway=settings.auth_leeway,
+                http=http,
             )
     authenticator = Authenticator(
         metadata_url=metadata.url,
         verifier=verifier,
         required_scopes=settings.auth_required_scopes,
         host_identity=settings.auth_host_identity,
+        failures=AuthFailures(rate=rate, burst=settings.auth_failure_burst)
+        if (rate := settings.auth_failure_rate)
+        else None,
     )
     return authenticator, metadata
 

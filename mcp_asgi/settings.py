@@ -285,6 +285,25 @@ class McpSettings(BaseSettings):
     auth_cache_ttl: float = Field(
         default=30.0, ge=0, description="Seconds a positive introspection answer is cached."
     )
+    auth_refusal_cache_ttl: float = Field(
+        default=5.0,
+        ge=0,
+        description="Seconds a refusal by the introspection endpoint is cached (by a digest "
+        "of the token), so a token sent again is not introspected again; 0: not cached.",
+    )
+    auth_failure_rate: float | None = Field(
+        default=1.0,
+        gt=0,
+        description="Refused access tokens per second one client address may send, "
+        "sustained; past it, its requests get 429 before their token is verified. "
+        "None: no limit.",
+    )
+    auth_failure_burst: int = Field(
+        default=20,
+        ge=1,
+        description="Refused access tokens one client address may send at once above "
+        "auth_failure_rate.",
+    )
     auth_host_identity: bool = Field(
         default=False,
         description="Trust the identity the host app's authentication put in scope['user'] "
@@ -391,6 +410,7 @@ class McpSettings(BaseSettings):
         "auth_jwks_url",
         "auth_introspection_url",
         "auth_client_id",
+        "auth_failure_rate",
         mode="before",
     )
     @classmethod
@@ -432,6 +452,7 @@ INTROSPECTION_SETTINGS: Final = (
     "auth_client_id",
     "auth_client_secret",
     "auth_cache_ttl",
+    "auth_refusal_cache_ttl",
 )
 """The settings of the built-in introspection verifier (auth_verification='introspection')."""
 
@@ -444,7 +465,12 @@ VERIFIER_SETTINGS: Final = (
 )
 """What the built-in verifiers read: nothing of it is used with a custom token_verifier."""
 
-BEARER_SETTINGS: Final = ("auth_issuers", *VERIFIER_SETTINGS)
+BEARER_SETTINGS: Final = (
+    "auth_issuers",
+    *VERIFIER_SETTINGS,
+    "auth_failure_rate",
+    "auth_failure_burst",
+)
 """What only bearer tokens use (they need auth_resource)."""
 
 

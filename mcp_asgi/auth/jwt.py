@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import anyio
 
-from mcp_asgi.auth.discovery import IssuerMetadata, get_json
+from mcp_asgi.auth.discovery import HttpJson, IssuerMetadata
 from mcp_asgi.auth.principal import Principal, token_principal
 from mcp_asgi.auth.verifier import InvalidToken, VerifierUnavailable
 
@@ -101,6 +101,7 @@ class JwtVerifier:
         jwks_url: str | None = None,
         min_refetch: float = 30.0,
         token_types: Sequence[str] = ACCESS_TOKEN_TYPES,
+        http: HttpJson | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         unsafe = [alg for alg in algorithms if alg not in ASYMMETRIC]
@@ -121,7 +122,8 @@ class JwtVerifier:
         self._leeway = leeway
         self._min_refetch = min_refetch
         self._clock = clock
-        self._metadata = IssuerMetadata()
+        self._http = http or HttpJson()
+        self._metadata = IssuerMetadata(self._http)
         self._sets = {issuer: _KeySet(jwks_url) for issuer in self._issuers}
 
     async def verify(self, token: str) -> Principal:
@@ -206,7 +208,7 @@ class JwtVerifier:
             if not isinstance(uri, str):
                 raise VerifierUnavailable(f"the metadata of {issuer} has no jwks_uri")
             key_set.uri = uri
-        document = await get_json(key_set.uri)
+        document = await self._http.get_json(key_set.uri)
         keys: dict[str | None, tuple[Any, str | None]] = {}
         for data in document.get("keys", []):
             if not isinstance(data, dict) or data.get("use", "sig") != "sig":

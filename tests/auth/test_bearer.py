@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives import serialization
 from pydantic import ValidationError
 
 from mcp_asgi import InvalidToken, McpSettings
+from mcp_asgi.auth.discovery import HttpJson
 from mcp_asgi.auth.jwt import JwtVerifier
 from mcp_asgi.testing import McpTestClient
 
@@ -329,17 +330,15 @@ async def test_unknown_kid_refetches_the_jwks_once(
     live: Live, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A flood of unknown kids costs at most one JWKS fetch per auth_jwks_min_refetch."""
-    from mcp_asgi.auth import discovery
-
     fetched: list[str] = []
-    original = discovery.get_json
+    original = HttpJson.get_json
 
-    async def counting(url: str) -> dict[str, Any]:
+    async def counting(http: HttpJson, url: str) -> dict[str, Any]:
         fetched.append(url)
-        return await original(url)
+        return await original(http, url)
 
     rogue_key, _ = rsa_key("rogue")
-    monkeypatch.setattr("mcp_asgi.auth.jwt.get_json", counting)
+    monkeypatch.setattr(HttpJson, "get_json", counting)
     async with live.client() as client:
         for n in range(5):
             token = live.env.server.forge(
