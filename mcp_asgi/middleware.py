@@ -22,6 +22,7 @@ from opentelemetry import metrics, trace
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_asgi._loggers import root_logger as logger
+from mcp_asgi.auth.discovery import HttpJson
 from mcp_asgi.auth.guard import Authenticator, AuthError
 from mcp_asgi.auth.metadata import MetadataDocument, document_of
 from mcp_asgi.auth.verifier import TokenVerifier
@@ -35,14 +36,14 @@ from mcp_asgi.inflight import InFlight
 from mcp_asgi.input.rounds import InputRounds
 from mcp_asgi.legacy import LegacyEndpoint, is_legacy, is_session_request
 from mcp_asgi.lifecycle.clock import loop_clock
-from mcp_asgi.limits import ClientLimits, client_key
+from mcp_asgi.limits import AuthFailures, ClientLimits, client_key
 from mcp_asgi.protocol import jsonrpc
 from mcp_asgi.protocol.headers import header
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
 from mcp_asgi.protocol.message import IncomingMessage, IncomingReply, parse_post, peek_id
 from mcp_asgi.routes import ROUTE_CALL_KEY
 from mcp_asgi.server.mcp_server import McpServer, ResultOptions
-from mcp_asgi.settings import McpSettings, normalize_path
+from mcp_asgi.settings import VERIFIER_SETTINGS, McpSettings, changed, normalize_path
 from mcp_asgi.store import store_from_url
 from mcp_asgi.tasks import TaskMethods, TaskRegistry, TaskSupervisor
 from mcp_asgi.telemetry import Telemetry
@@ -98,7 +99,8 @@ class McpMiddleware:
         self._read_timeout = min(settings.body_read_timeout, deadline or settings.body_read_timeout)
         self._origins = frozenset(normalize_origin(o) for o in settings.allowed_origins)
         self._bus = _bus_of(server, settings, meter_provider)
-        self._auth, self._metadata = _auth_of(server, settings, token_verifier)
+        self._http = HttpJson()  # the verifiers' HTTP client, kept through the lifespan
+        self._auth, self._metadata = _auth_of(server, settings, token_verifier, self._http)
         self._telemetry = Telemetry(
             tracer_provider,
             meter_provider,
@@ -167,9 +169,11 @@ class McpMiddleware:
             async with AsyncExitStack() as running:
                 try:
                     await running.enter_async_context(self.server.running())
-                except ValueError as refused:  # a tool source refused a name already taken
+                    _check_scopes_enforced(self.server, self.settings)
+                except ValueError as refused:  # a name already taken, scopes nobody checks
                     await _startup_failed(refused, receive, send)
                     return
+                await running.enter_async_context(self._http)
                 async with self._tasks.run_tasks(), self._replicas():
                     await self._serve_lifespan(asgi_scope, receive, send)
         elif (
@@ -368,7 +372,7 @@ def _bus_of(
 
 
 def _auth_of(
-    server: McpServer, settings: McpSettings, verifier: TokenVerifier | None
+    server: McpServer, settings: McpSettings, verifier: TokenVerifier | None, http: HttpJson
 ) -> tuple[Authenticator | None, MetadataDocument | None]:
     """The authenticator and the Protected Resource Metadata the settings ask for (None,
     None with authorization off)."""
@@ -376,6 +380,7 @@ def _auth_of(
         if verifier is not None:
             raise ValueError("token_verifier needs McpSettings.auth_resource and auth_issuers")
         if not settings.auth_host_identity:
+            _check_scopes_enforced(server, settings)
             return None, None
         authenticator = Authenticator(
             metadata_url=None,
@@ -385,6 +390,12 @@ def _auth_of(
         )
         return authenticator, None
     metadata = document_of(settings, server)
+    unused = changed(settings, VERIFIER_SETTINGS) if verifier is not None else []
+    if unused:
+        raise ValueError(
+            f"McpSettings {', '.join(unused)} set, but a token_verifier is given, which "
+            "replaces the built-in verifiers that read them: remove them"
+        )
     if verifier is None:
         audiences = tuple(dict.fromkeys([settings.auth_resource, settings.auth_audience or ""]))
         audiences = tuple(a for a in audiences if a)
@@ -398,6 +409,8 @@ def _auth_of(
                 leeway=settings.auth_leeway,
                 jwks_url=settings.auth_jwks_url,
                 min_refetch=settings.auth_jwks_min_refetch,
+                token_types=settings.auth_token_types,
+                http=http,
             )
         else:
             from mcp_asgi.auth.introspection import IntrospectionVerifier
@@ -410,15 +423,36 @@ def _auth_of(
                 client_secret=secret.get_secret_value() if secret else None,
                 endpoint=settings.auth_introspection_url,
                 cache_ttl=settings.auth_cache_ttl,
+                refusal_ttl=settings.auth_refusal_cache_ttl,
                 leeway=settings.auth_leeway,
+                http=http,
             )
     authenticator = Authenticator(
         metadata_url=metadata.url,
         verifier=verifier,
         required_scopes=settings.auth_required_scopes,
         host_identity=settings.auth_host_identity,
+        failures=AuthFailures(rate=rate, burst=settings.auth_failure_burst)
+        if (rate := settings.auth_failure_rate)
+        else None,
     )
     return authenticator, metadata
+
+
+def _check_scopes_enforced(server: McpServer, settings: McpSettings) -> None:
+    """A ValueError when the server declares scopes that nobody would check (authorization
+    off): at construction, and again at startup for what was registered since."""
+    if settings.auth_resource is not None or settings.auth_host_identity:
+        return
+    declared = server.declared_scopes()
+    if declared:
+        raise ValueError(
+            f"McpServer {server.name!r} declares scopes ({', '.join(sorted(declared))}: its "
+            "default_scopes or a tool's, resource's, prompt's or source's scopes=), but "
+            "authorization is off, so every caller could use everything: set "
+            "McpSettings.auth_resource and auth_issuers (bearer tokens) or "
+            "auth_host_identity=True, or remove the scopes"
+        )
 
 
 def _route_path(asgi_scope: Scope) -> str:
@@ -430,7 +464,8 @@ def _route_path(asgi_scope: Scope) -> str:
 
 
 async def _startup_failed(refused: ValueError, receive: Receive, send: Send) -> None:
-    """The server could not start (a tool source refused a name already taken): the ASGI
+    """The server could not start (a tool source refused a name already taken, or scopes
+    were declared with authorization off): the ASGI
     server is told `lifespan.startup.failed` with the reason, and exits saying so."""
     logger.error("the MCP server cannot start: %s", refused)
     await receive()  # lifespan.startup

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from mcp_asgi.auth.jwt import ACCESS_TOKEN_TYPES as _ACCESS_TOKEN_TYPES
 from mcp_asgi.auth.jwt import ASYMMETRIC as _ASYMMETRIC
+from mcp_asgi.auth.jwt import accepted_types as _accepted_types
 from mcp_asgi.http.accept import ResponseMode
 
 
@@ -256,6 +258,12 @@ class McpSettings(BaseSettings):
         default=("RS256", "ES256", "PS256", "EdDSA"),
         description="JWT signature algorithms accepted (public-key only: never 'none' or HS*).",
     )
+    auth_token_types: tuple[str, ...] = Field(
+        default=_ACCESS_TOKEN_TYPES,
+        description="JWT header 'typ' values accepted, without case or 'application/' "
+        "prefix: 'at+jwt' (RFC 9068); add 'JWT' for issuers that type access tokens so "
+        "(Keycloak, Entra), '' for none. ID tokens (id_token+jwt) are always refused.",
+    )
     auth_leeway: float = Field(
         default=30.0, ge=0, le=300, description="Seconds of clock skew allowed on exp and nbf."
     )
@@ -276,6 +284,25 @@ class McpSettings(BaseSettings):
     )
     auth_cache_ttl: float = Field(
         default=30.0, ge=0, description="Seconds a positive introspection answer is cached."
+    )
+    auth_refusal_cache_ttl: float = Field(
+        default=5.0,
+        ge=0,
+        description="Seconds a refusal by the introspection endpoint is cached (by a digest "
+        "of the token), so a token sent again is not introspected again; 0: not cached.",
+    )
+    auth_failure_rate: float | None = Field(
+        default=1.0,
+        gt=0,
+        description="Refused access tokens per second one client address may send, "
+        "sustained; past it, its requests get 429 before their token is verified. "
+        "None: no limit.",
+    )
+    auth_failure_burst: int = Field(
+        default=20,
+        ge=1,
+        description="Refused access tokens one client address may send at once above "
+        "auth_failure_rate.",
     )
     auth_host_identity: bool = Field(
         default=False,
@@ -315,6 +342,12 @@ class McpSettings(BaseSettings):
             )
         return value
 
+    @field_validator("auth_token_types")
+    @classmethod
+    def _types_are_access_tokens(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        _accepted_types(value)
+        return value
+
     @model_validator(mode="after")
     def _task_ttl_bounded(self) -> McpSettings:
         if self.task_ttl is None and self.max_task_ttl is not None:
@@ -323,15 +356,43 @@ class McpSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _auth_complete(self) -> McpSettings:
-        if self.auth_resource is not None:
-            parts = urlsplit(self.auth_resource)
-            if parts.scheme not in ("https", "http") or not parts.hostname or parts.fragment:
+        """No auth setting is left doing nothing: see the table in docs/authorization.md."""
+        if self.auth_resource is None:
+            unused = changed(self, BEARER_SETTINGS)
+            if not self.auth_host_identity:
+                unused += changed(self, ("auth_required_scopes",))
+            if unused and not self.auth_host_identity:
                 raise ValueError(
-                    "auth_resource must be an absolute http(s) URL without a fragment, "
-                    f"e.g. 'https://mcp.example.com/mcp', got {self.auth_resource!r}"
+                    f"{', '.join(unused)} set, but authorization is off, so nothing would "
+                    "be checked: set auth_resource (this endpoint's URL) and auth_issuers to "
+                    "verify bearer tokens, or auth_host_identity=True to use the host app's "
+                    "users; or remove them"
                 )
-            if not self.auth_issuers:
-                raise ValueError("auth_resource needs at least one issuer in auth_issuers")
+            if unused:
+                raise ValueError(
+                    f"{', '.join(unused)} set, but they apply to bearer tokens, which need "
+                    "auth_resource: set it (with auth_issuers), or remove them "
+                    "(auth_host_identity alone only uses the host app's users)"
+                )
+            return self
+        parts = urlsplit(self.auth_resource)
+        if parts.scheme not in ("https", "http") or not parts.hostname or parts.fragment:
+            raise ValueError(
+                "auth_resource must be an absolute http(s) URL without a fragment, "
+                f"e.g. 'https://mcp.example.com/mcp', got {self.auth_resource!r}"
+            )
+        if not self.auth_issuers:
+            raise ValueError("auth_resource needs at least one issuer in auth_issuers")
+        jwt = self.auth_verification == "jwt"
+        unused = changed(self, INTROSPECTION_SETTINGS if jwt else JWT_SETTINGS)
+        if unused:
+            other = "introspection" if jwt else "jwt"
+            raise ValueError(
+                f"{', '.join(unused)} set, but they do nothing with auth_verification="
+                f"{self.auth_verification!r}: remove them, or set auth_verification={other!r}"
+            )
+        if self.auth_client_secret is not None and self.auth_client_id is None:
+            raise ValueError("auth_client_secret needs auth_client_id (the client it is of)")
         return self
 
     @field_validator(
@@ -349,6 +410,7 @@ class McpSettings(BaseSettings):
         "auth_jwks_url",
         "auth_introspection_url",
         "auth_client_id",
+        "auth_failure_rate",
         mode="before",
     )
     @classmethod
@@ -375,3 +437,44 @@ def normalize_path(value: str) -> str:
     if "?" in value or "#" in value:
         raise ValueError(f"path must not contain a query or fragment, got {value!r}")
     return value.rstrip("/") or "/"
+
+
+JWT_SETTINGS: Final = (
+    "auth_jwks_url",
+    "auth_algorithms",
+    "auth_token_types",
+    "auth_jwks_min_refetch",
+)
+"""The settings of the built-in JWT verifier (auth_verification='jwt')."""
+
+INTROSPECTION_SETTINGS: Final = (
+    "auth_introspection_url",
+    "auth_client_id",
+    "auth_client_secret",
+    "auth_cache_ttl",
+    "auth_refusal_cache_ttl",
+)
+"""The settings of the built-in introspection verifier (auth_verification='introspection')."""
+
+VERIFIER_SETTINGS: Final = (
+    "auth_verification",
+    "auth_audience",
+    "auth_leeway",
+    *JWT_SETTINGS,
+    *INTROSPECTION_SETTINGS,
+)
+"""What the built-in verifiers read: nothing of it is used with a custom token_verifier."""
+
+BEARER_SETTINGS: Final = (
+    "auth_issuers",
+    *VERIFIER_SETTINGS,
+    "auth_failure_rate",
+    "auth_failure_burst",
+)
+"""What only bearer tokens use (they need auth_resource)."""
+
+
+def changed(settings: McpSettings, names: tuple[str, ...]) -> list[str]:
+    """Those of the settings `names` that differ from their defaults."""
+    fields = McpSettings.model_fields
+    return [name for name in names if getattr(settings, name) != fields[name].default]

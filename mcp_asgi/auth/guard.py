@@ -3,7 +3,9 @@
     authenticate   token in the query string              -> 400 invalid_request
                    the host app's identity (if trusted)    -> its Principal
                    no Authorization: Bearer                -> 401 (no error)
-                   a malformed or refused token            -> 401 invalid_token
+                   a malformed token                       -> 401 invalid_token
+                   the client's failures over its budget   -> 429 (the budget's error)
+                   a refused token                         -> 401 invalid_token
                    the verifier cannot be reached          -> 503
                    the endpoint's required scopes missing  -> 403 insufficient_scope
     authorize      an operation's scopes missing           -> 403 insufficient_scope
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Final
+from typing import Final, Protocol
 from urllib.parse import parse_qsl
 
 from starlette.types import Scope
@@ -45,6 +47,7 @@ AUTH_FAILURE_REASONS: Final = (
     "wrong_issuer",
     "bad_signature",
     "algorithm",
+    "token_type",
     "unknown_key",
     "inactive",
     "missing_claim",
@@ -79,6 +82,18 @@ class AuthError(ProtocolError):
         """The response headers: the `WWW-Authenticate` challenge."""
 
 
+class FailureBudget(Protocol):
+    """How many tokens a client may have refused: one is spent before each token is
+    verified (so a flood of bad tokens is stopped before it reaches the issuer), and given
+    back when the token was not refused."""
+
+    def spend(self, asgi_scope: Scope) -> None:
+        """Spend one for the request's client; raise (a 429) when none is left."""
+
+    def refund(self, asgi_scope: Scope) -> None:
+        """Give the one spent for this request back."""
+
+
 def _quoted(value: str) -> str:
     return '"' + _UNSAFE.sub("", value) + '"'
 
@@ -91,6 +106,7 @@ class Authenticator:
     - `required_scopes`: what every request needs (checked at authentication).
     - `host_identity`: trust the identity the host app put in `scope["user"]` /
       `scope["auth"]` (a request with it needs no token).
+    - `failures`: the clients' budgets of refused tokens, or None for no limit.
     """
 
     def __init__(
@@ -100,6 +116,7 @@ class Authenticator:
         verifier: TokenVerifier | None,
         required_scopes: Iterable[str] = (),
         host_identity: bool = False,
+        failures: FailureBudget | None = None,
     ) -> None:
         if verifier is None and not host_identity:
             raise ValueError("an Authenticator needs a token verifier or the host identity")
@@ -107,6 +124,7 @@ class Authenticator:
         self.required_scopes = tuple(required_scopes)
         self._verifier = verifier
         self._host_identity = host_identity
+        self._failures = failures
 
     def challenge(
         self, *, error: str | None = None, description: str | None = None, scopes: Sequence[str]
@@ -141,7 +159,7 @@ class Authenticator:
 
     async def _identify(self, asgi_scope: Scope) -> Principal:
         query = asgi_scope.get("query_string", b"")
-        if query and b"access_token" in query and _token_in_query(query):
+        if query and (b"access_token" in query or b"%" in query) and _token_in_query(query):
             description = "Send the access token in the Authorization header, never in the URL"
             raise AuthError(
                 400,
@@ -170,12 +188,17 @@ class Authenticator:
             raise self._invalid("malformed", "The Authorization header is malformed")
         if self._verifier is None:
             raise self._invalid("malformed", "This endpoint accepts no bearer tokens")
+        failures = self._failures
+        if failures is not None:
+            failures.spend(asgi_scope)  # 429 before the issuer is asked
         try:
-            return await self._verifier.verify(token)
+            principal = await self._verifier.verify(token)
         except InvalidToken as refused:
             logger.info("access token refused: %s", refused.reason)
             raise self._invalid(refused.reason, refused.description) from None
         except VerifierUnavailable as exc:
+            if failures is not None:
+                failures.refund(asgi_scope)  # not the client's failure
             logger.warning("cannot verify access tokens: %s", exc)
             raise AuthError(
                 503,
@@ -183,6 +206,9 @@ class Authenticator:
                 "Service Unavailable: the access token cannot be verified now",
                 challenge=None,
             ) from None
+        if failures is not None:
+            failures.refund(asgi_scope)
+        return principal
 
     def _invalid(self, reason: str, description: str) -> AuthError:
         return AuthError(
@@ -220,6 +246,8 @@ class Authenticator:
 
 
 def _token_in_query(query: bytes) -> bool:
+    """Whether a parameter is named `access_token` once its name is percent-decoded (the
+    byte search before the call skips the parse for the queries that cannot have one)."""
     return any(
         name == "access_token"
         for name, _ in parse_qsl(query.decode("latin-1"), keep_blank_values=True)

@@ -3,8 +3,10 @@ introspection endpoint (httpx), with a short cache of positive answers.
 
 A token passes when the answer is `active`, names a configured issuer (if it names one),
 has this resource among its audiences (RFC 8707) and is within `exp`/`nbf` (with `leeway`).
-Positive answers are cached by a digest of the token (never the token itself) for
-`cache_ttl` seconds, and never beyond the token's `exp`; negative ones are not cached.
+Answers are cached by a digest of the token (never the token itself): a positive one for
+`cache_ttl` seconds, never beyond the token's `exp`; a refusal for `refusal_ttl` seconds, so
+a token sent again and again is introspected once. Each cache holds at most `MAX_CACHED`
+entries (then starts again empty).
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
-from mcp_asgi.auth.discovery import IssuerMetadata, post_form
+from mcp_asgi.auth.discovery import HttpJson, IssuerMetadata
 from mcp_asgi.auth.principal import Principal, token_principal
 from mcp_asgi.auth.verifier import InvalidToken, VerifierUnavailable
 
 MAX_CACHED: Final = 10_000
+
+_T = TypeVar("_T")
 
 
 class IntrospectionVerifier:
@@ -33,7 +37,9 @@ class IntrospectionVerifier:
         client_secret: str | None,
         endpoint: str | None = None,
         cache_ttl: float = 30.0,
+        refusal_ttl: float = 5.0,
         leeway: float = 30.0,
+        http: HttpJson | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if not issuers or not audiences:
@@ -43,34 +49,39 @@ class IntrospectionVerifier:
         self._auth = (client_id, client_secret or "") if client_id else None
         self._endpoint = endpoint
         self._cache_ttl = cache_ttl
+        self._refusal_ttl = refusal_ttl
         self._leeway = leeway
         self._clock = clock
-        self._metadata = IssuerMetadata()
+        self._http = http or HttpJson()
+        self._metadata = IssuerMetadata(self._http)
         self._cache: dict[str, tuple[float, Principal]] = {}
+        self._refused: dict[str, tuple[float, InvalidToken]] = {}
 
     async def verify(self, token: str) -> Principal:
         """The principal of an active token for this resource; `InvalidToken` otherwise."""
         digest = hashlib.sha256(token.encode()).hexdigest()
         now = self._clock()
-        cached = self._cache.get(digest)
-        if cached is not None:
-            if cached[0] > now:
-                return cached[1]
-            del self._cache[digest]
-        answer = await post_form(
+        principal = _fresh(self._cache, digest, now)
+        if principal is not None:
+            return principal
+        refused = _fresh(self._refused, digest, now)
+        if refused is not None:
+            raise InvalidToken(refused.reason, refused.description)
+        answer = await self._http.post_form(
             await self._url(),
             {"token": token, "token_type_hint": "access_token"},
             auth=self._auth,
         )
-        principal = self._check(answer, now)
+        try:
+            principal = self._check(answer, now)
+        except InvalidToken as exc:
+            _keep(self._refused, digest, now + self._refusal_ttl, exc, now)
+            raise
         expires = now + self._cache_ttl
         exp = answer.get("exp")
         if isinstance(exp, (int, float)):
             expires = min(expires, float(exp))
-        if self._cache_ttl > 0 and expires > now:
-            if len(self._cache) >= MAX_CACHED:
-                self._cache.clear()
-            self._cache[digest] = (expires, principal)
+        _keep(self._cache, digest, expires, principal, now)
         return principal
 
     def _check(self, answer: dict[str, Any], now: float) -> Principal:
@@ -107,3 +118,24 @@ class IntrospectionVerifier:
                 raise VerifierUnavailable(f"{self._issuers[0]} has no introspection_endpoint")
             self._endpoint = url
         return self._endpoint
+
+
+def _fresh(cache: dict[str, tuple[float, _T]], digest: str, now: float) -> _T | None:
+    """What `cache` holds for `digest` until its time (then forgotten), or None."""
+    cached = cache.get(digest)
+    if cached is None:
+        return None
+    if cached[0] > now:
+        return cached[1]
+    del cache[digest]
+    return None
+
+
+def _keep(
+    cache: dict[str, tuple[float, _T]], digest: str, until: float, value: _T, now: float
+) -> None:
+    """Keep `value` for `digest` until `until` (if later than now), at most MAX_CACHED."""
+    if until > now:
+        if len(cache) >= MAX_CACHED:
+            cache.clear()
+        cache[digest] = (until, value)

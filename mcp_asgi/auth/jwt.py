@@ -6,12 +6,16 @@ What a token must pass, in order, each failure an `InvalidToken` with its reason
 1. a JWS whose header `alg` is one of the pinned algorithms (`algorithm`): never `none`,
    never an HMAC algorithm (a verifier that accepted `HS256` could be fooled with the
    issuer's *public* key as the secret), which the settings refuse;
-2. an `iss` that is one of the configured issuers (`wrong_issuer`);
-3. a signing key in that issuer's JWKS with the header's `kid` (`unknown_key`): the JWKS
+2. a header `typ` that is one of the accepted token types (`token_type`): `at+jwt` by
+   default (RFC 9068 §4), compared without case and without an `application/` prefix
+   (RFC 7515 §4.1.9); `""` accepts a token without `typ`; an ID token (`id_token+jwt`) and
+   the other typed JWTs of `REFUSED_TYPES` are never accepted;
+3. an `iss` that is one of the configured issuers (`wrong_issuer`);
+4. a signing key in that issuer's JWKS with the header's `kid` (`unknown_key`): the JWKS
    is discovered from the issuer's metadata (or configured), cached, refetched when it is
    older than an hour, and refetched at once for an unknown `kid` (key rotation), at most
    once per `min_refetch` seconds per issuer, so a flood of made-up `kid`s costs one fetch;
-4. the signature (`bad_signature`), `exp` (`expired`) and `nbf` (`not_yet_valid`) with
+5. the signature (`bad_signature`), `exp` (`expired`) and `nbf` (`not_yet_valid`) with
    `leeway` seconds, and `aud` naming this resource (`wrong_audience`, RFC 8707).
 """
 
@@ -23,7 +27,7 @@ from typing import Any, Final
 
 import anyio
 
-from mcp_asgi.auth.discovery import IssuerMetadata, get_json
+from mcp_asgi.auth.discovery import HttpJson, IssuerMetadata
 from mcp_asgi.auth.principal import Principal, token_principal
 from mcp_asgi.auth.verifier import InvalidToken, VerifierUnavailable
 
@@ -36,6 +40,32 @@ ASYMMETRIC: Final = frozenset(
 """The algorithms a JWT access token may be signed with (public-key signatures only)."""
 
 MAX_AGE: Final = 3600.0
+
+ACCESS_TOKEN_TYPES: Final = ("at+jwt",)
+"""The header `typ` values accepted by default (RFC 9068 §4; `application/at+jwt` too)."""
+
+REFUSED_TYPES: Final = frozenset({"id_token+jwt", "logout+jwt", "secevent+jwt", "dpop+jwt"})
+"""JWTs made for something else (an ID token, a logout or security event, a DPoP proof):
+never access tokens, whatever the settings say."""
+
+
+def token_type(value: str) -> str:
+    """A `typ` as compared: lower case, without the optional `application/` prefix."""
+    value = value.strip().lower()
+    return value.removeprefix("application/")
+
+
+def accepted_types(types: Sequence[str]) -> frozenset[str]:
+    """The `typ` values to accept (`""`: a token without one); a ValueError names the
+    setting when the list is empty or admits a JWT that is no access token."""
+    accepted = frozenset(token_type(t) for t in types)
+    refused = sorted(accepted & REFUSED_TYPES)
+    if refused or not accepted:
+        raise ValueError(
+            f"auth_token_types must list access-token types (e.g. 'at+jwt', or 'JWT' for "
+            f"issuers that type them so, '' for none); refused: {refused or 'an empty list'}"
+        )
+    return accepted
 
 
 def _jwt() -> Any:
@@ -70,6 +100,8 @@ class JwtVerifier:
         leeway: float = 30.0,
         jwks_url: str | None = None,
         min_refetch: float = 30.0,
+        token_types: Sequence[str] = ACCESS_TOKEN_TYPES,
+        http: HttpJson | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         unsafe = [alg for alg in algorithms if alg not in ASYMMETRIC]
@@ -86,10 +118,12 @@ class JwtVerifier:
         self._issuers = tuple(issuers)
         self._audiences = tuple(audiences)
         self._algorithms = tuple(algorithms)
+        self._types = accepted_types(token_types)
         self._leeway = leeway
         self._min_refetch = min_refetch
         self._clock = clock
-        self._metadata = IssuerMetadata()
+        self._http = http or HttpJson()
+        self._metadata = IssuerMetadata(self._http)
         self._sets = {issuer: _KeySet(jwks_url) for issuer in self._issuers}
 
     async def verify(self, token: str) -> Principal:
@@ -103,6 +137,9 @@ class JwtVerifier:
         algorithm = header.get("alg")
         if algorithm not in self._algorithms:
             raise InvalidToken("algorithm", "The access token's algorithm is not accepted")
+        typ = header.get("typ", "")
+        if not isinstance(typ, str) or token_type(typ) not in self._types:
+            raise InvalidToken("token_type", "The token is not an access token of a known type")
         issuer = unverified.get("iss")
         if not isinstance(issuer, str) or issuer not in self._sets:
             raise InvalidToken("wrong_issuer", "The access token is from another issuer")
@@ -171,7 +208,7 @@ class JwtVerifier:
             if not isinstance(uri, str):
                 raise VerifierUnavailable(f"the metadata of {issuer} has no jwks_uri")
             key_set.uri = uri
-        document = await get_json(key_set.uri)
+        document = await self._http.get_json(key_set.uri)
         keys: dict[str | None, tuple[Any, str | None]] = {}
         for data in document.get("keys", []):
             if not isinstance(data, dict) or data.get("use", "sig") != "sig":

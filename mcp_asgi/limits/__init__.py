@@ -2,7 +2,8 @@
 
 Owns the client key (the verified principal when the request is authenticated, else the
 client's address), the token buckets of `rate_limit`, and the counts of what each client
-holds (requests in flight, listen streams, 2025-era sessions). A refusal is a
+holds (requests in flight, listen streams, 2025-era sessions), and the budget of refused
+access tokens (`AuthFailures`). A refusal is a
 `TooManyRequests` (429 with `Retry-After`), answered by the middleware like every other
 rejection.
 
@@ -11,5 +12,6 @@ Must not import: anything above `mcp_asgi.auth` and `mcp_asgi.protocol` (it sits
 """
 
 from mcp_asgi.limits.clients import ClientLimits, Hold, TooManyRequests, client_key
+from mcp_asgi.limits.failures import AuthFailures
 
-__all__ = ["ClientLimits", "Hold", "TooManyRequests", "client_key"]
+__all__ = ["AuthFailures", "ClientLimits", "Hold", "TooManyRequests", "client_key"]

@@ -35,6 +35,13 @@ class Buckets:
             self._sweep(now)
         return 0.0
 
+    def refund(self, key: str) -> None:
+        """Give back one token taken for `key` (never above the burst)."""
+        entry = self._buckets.get(key)
+        if entry is not None:
+            tokens, at = entry
+            self._buckets[key] = (min(self._burst, tokens + 1.0), at)
+
     def _sweep(self, now: float) -> None:
         """Forget the clients whose bucket has filled up again (they are as if new);
         at most once a second, so the cost is spread over many requests."""

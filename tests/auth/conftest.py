@@ -99,6 +99,7 @@ def live(auth_env: AuthEnv) -> Iterator[Live]:
         auth_resource=auth_env.jwt_resource,
         auth_issuers=[auth_env.issuer],
         auth_jwks_min_refetch=60,
+        auth_failure_rate=None,  # the battery's refusals all come from 127.0.0.1
         request_state_key="k" * 32,
     )
     with serve(app, port=auth_env.jwt_port) as server:

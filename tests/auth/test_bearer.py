@@ -15,7 +15,11 @@ import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
+from pydantic import ValidationError
 
+from mcp_asgi import InvalidToken, McpSettings
+from mcp_asgi.auth.discovery import HttpJson
+from mcp_asgi.auth.jwt import JwtVerifier
 from mcp_asgi.testing import McpTestClient
 
 from .apps import Ran
@@ -208,6 +212,9 @@ def _battery(live: Live) -> dict[str, tuple[dict[str, str], int, str]]:
         ),
         "the issuer's kid, another key": (bearer(forge(base, key=rogue_key)), 401, "bad_signature"),
         "no exp": (bearer(forge({**base, "exp": None})), 401, "missing_claim"),
+        "typed JWT": (bearer(forge(base, headers={"typ": "JWT"})), 401, "token_type"),
+        "an ID token": (bearer(forge(base, headers={"typ": "id_token+jwt"})), 401, "token_type"),
+        "no typ": (bearer(forge(base, headers={"typ": None})), 401, "token_type"),
     }
 
 
@@ -226,7 +233,47 @@ BATTERY = [
     "unknown kid",
     "the issuer's kid, another key",
     "no exp",
+    "typed JWT",
+    "an ID token",
+    "no typ",
 ]
+
+
+@pytest.mark.parametrize(
+    ("types", "typ", "accepted"),
+    [
+        (("at+jwt",), "at+jwt", True),
+        (("at+jwt",), "application/AT+JWT", True),
+        (("at+jwt",), "JWT", False),
+        (("at+jwt", "JWT"), "jwt", True),
+        (("application/at+jwt",), None, False),
+        (("at+jwt", ""), None, True),
+    ],
+)
+async def test_accepted_token_types(
+    live: Live, types: tuple[str, ...], typ: str | None, accepted: bool
+) -> None:
+    """`typ` is compared without case or `application/` prefix, against the accepted types
+    (`auth_token_types`); a token without one passes only when `""` is listed."""
+    verifier = JwtVerifier(
+        issuers=[live.env.issuer], audiences=[live.env.jwt_resource], token_types=types
+    )
+    token = live.env.server.forge({"aud": live.env.jwt_resource}, headers={"typ": typ})
+    if accepted:
+        assert (await verifier.verify(token)).subject == "forger"
+    else:
+        with pytest.raises(InvalidToken) as refused:
+            await verifier.verify(token)
+        assert refused.value.reason == "token_type"
+
+
+@pytest.mark.parametrize("types", [("id_token+jwt",), ("at+jwt", "application/ID_TOKEN+JWT"), ()])
+def test_id_tokens_cannot_be_accepted(types: tuple[str, ...]) -> None:
+    """No setting makes an ID token (or nothing at all) an accepted access-token type."""
+    with pytest.raises(ValidationError, match="auth_token_types"):
+        McpSettings(auth_token_types=types)
+    with pytest.raises(ValueError, match="auth_token_types"):
+        JwtVerifier(issuers=["https://id.example"], audiences=["x"], token_types=types)
 
 
 @pytest.mark.parametrize("case", BATTERY)
@@ -255,15 +302,15 @@ async def test_negative_battery(
         assert token not in value
 
 
-async def test_token_in_the_query_string_is_400(live: Live, ran: Ran) -> None:
+@pytest.mark.parametrize("name", ["access_token", "access%5Ftoken", "%61ccess_token"])
+async def test_token_in_the_query_string_is_400(live: Live, ran: Ran, name: str) -> None:
     """RFC 6750 §2.3 is not for MCP: a token in the URL is a 400 invalid_request, even a
-    valid one, even with a header."""
+    valid one, even with a header, even with its name percent-encoded."""
     token = live.token()
     async with httpx.AsyncClient() as http:
         body = McpTestClient(live.url).build("tools/call", {"name": "whoami", "arguments": {}})
         response = await http.post(
-            live.url,
-            params={"access_token": token},
+            f"{live.url}?x=1&{name}={token}",
             json=body,
             headers={
                 **McpTestClient(live.url).headers_for(body),
@@ -283,17 +330,15 @@ async def test_unknown_kid_refetches_the_jwks_once(
     live: Live, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A flood of unknown kids costs at most one JWKS fetch per auth_jwks_min_refetch."""
-    from mcp_asgi.auth import discovery
-
     fetched: list[str] = []
-    original = discovery.get_json
+    original = HttpJson.get_json
 
-    async def counting(url: str) -> dict[str, Any]:
+    async def counting(http: HttpJson, url: str) -> dict[str, Any]:
         fetched.append(url)
-        return await original(url)
+        return await original(http, url)
 
     rogue_key, _ = rsa_key("rogue")
-    monkeypatch.setattr("mcp_asgi.auth.jwt.get_json", counting)
+    monkeypatch.setattr(HttpJson, "get_json", counting)
     async with live.client() as client:
         for n in range(5):
             token = live.env.server.forge(

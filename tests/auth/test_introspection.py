@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import httpx
 import pytest
 
+from mcp_asgi.auth.discovery import HttpJson
 from mcp_asgi.testing import McpTestClient, serve
 
 from .apps import Ran, protected_app, protected_server
@@ -33,21 +36,27 @@ def client(url: str, token: str) -> McpTestClient:
     return McpTestClient(url, headers={"authorization": f"Bearer {token}"})
 
 
+@pytest.fixture
+def asked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The URLs of the introspection requests the endpoint makes, counted on our side."""
+    asked: list[str] = []
+    original = HttpJson.post_form
+
+    async def counting(
+        http: HttpJson, url: str, form: Mapping[str, str], **options: Any
+    ) -> dict[str, Any]:
+        asked.append(url)
+        return await original(http, url, form, **options)
+
+    monkeypatch.setattr(HttpJson, "post_form", counting)
+    return asked
+
+
 async def test_opaque_token_is_introspected_and_cached(
-    auth_env: AuthEnv, opaque_live: tuple[str, Ran], monkeypatch: pytest.MonkeyPatch
+    auth_env: AuthEnv, opaque_live: tuple[str, Ran], asked: list[str]
 ) -> None:
     """An opaque token issued for this resource works; its positive answer is cached (one
     introspection for two calls), and ctx.principal comes from the answer."""
-    from mcp_asgi.auth import discovery
-
-    asked: list[str] = []
-    original = discovery.post_form
-
-    async def counting(url: str, form: Mapping[str, str], **options: Any) -> dict[str, Any]:
-        asked.append(url)
-        return await original(url, form, **options)
-
-    monkeypatch.setattr("mcp_asgi.auth.introspection.post_form", counting)
     url, _ = opaque_live
     token = auth_env.server.token(auth_env.opaque_resource, "tools:read notes")
     assert token.count(".") == 0  # opaque, not a JWT
@@ -82,3 +91,58 @@ async def test_refused_opaque_tokens(
     assert response.final["error"]["data"] == {"reason": reason}
     assert 'error="invalid_token"' in response.headers["www-authenticate"]
     assert ran.calls == []
+
+
+class CountedClients:
+    """Every httpx.AsyncClient made while the test runs."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.made: list[httpx.AsyncClient] = []
+        made = self.made
+
+        class Counted(httpx.AsyncClient):
+            def __init__(self, **options: Any) -> None:
+                super().__init__(**options)
+                made.append(self)
+
+        monkeypatch.setattr(httpx, "AsyncClient", Counted)
+
+
+async def test_bad_tokens_are_rate_limited_before_introspection(
+    auth_env: AuthEnv, asked: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One client sending bad tokens: a token sent again is introspected once (its refusal
+    is cached); past auth_failure_burst refusals every further request is 429 with
+    Retry-After before anything is introspected; a valid token spends nothing. Every
+    introspection goes through one HTTP client, closed at the app's shutdown."""
+    clients = CountedClients(monkeypatch)
+    app = protected_app(
+        protected_server(Ran()),
+        auth_resource=auth_env.opaque_resource,
+        auth_issuers=[auth_env.issuer],
+        auth_verification="introspection",
+        auth_client_id=SERVER_CLIENT_ID,
+        auth_client_secret=SERVER_CLIENT_SECRET,
+        auth_failure_burst=5,
+        auth_failure_rate=0.1,
+    )
+    good = auth_env.server.token(auth_env.opaque_resource, "tools:read")
+    statuses: list[int] = []
+    with serve(app) as server:
+        url = server.url + "/mcp"
+        async with client(url, good) as mcp:
+            for _ in range(8):  # valid tokens never use the budget up
+                await mcp.call_tool("whoami")
+        for token in ["the-same-bad-token"] * 3 + [secrets.token_urlsafe(24) for _ in range(12)]:
+            async with client(url, token) as mcp:
+                response = await mcp.request("tools/call", {"name": "whoami", "arguments": {}})
+            statuses.append(response.status)
+            if response.status == 429:
+                assert response.final["error"]["data"]["limit"] == "auth_failure_rate"
+                assert int(response.headers["retry-after"]) >= 1
+        assert len(clients.made) == 1  # one client for everything
+    assert statuses[:5] == [401] * 5
+    assert statuses[5:] == [429] * 10
+    # the good token once, the repeated bad one once, two random ones: then nothing more
+    assert len(asked) == 4
+    assert clients.made[0].is_closed

@@ -3,13 +3,23 @@ TokenVerifier, and the body left unread for an unauthenticated request."""
 
 from __future__ import annotations
 
+import re
+
+import anyio
 import pytest
 from pydantic import ValidationError
 
-from mcp_asgi import InvalidToken, McpMiddleware, McpSettings, Principal, TokenVerifier
+from mcp_asgi import (
+    InvalidToken,
+    McpMiddleware,
+    McpServer,
+    McpSettings,
+    Principal,
+    TokenVerifier,
+)
 from mcp_asgi.auth.principal import missing_scopes, scope_covers
 
-from ..helpers import Wire, call, host_app, mcp_body, mcp_headers
+from ..helpers import Lifespan, Wire, call, host_app, mcp_body, mcp_headers
 from .apps import Ran, protected_server
 
 RESOURCE = "https://mcp.example.com/mcp"
@@ -56,6 +66,103 @@ def test_a_resource_needs_an_issuer_and_an_absolute_url(monkeypatch: pytest.Monk
     assert (settings.auth_resource, settings.auth_issuers) == (RESOURCE, (ISSUER,))
     assert settings.auth_required_scopes == ("mcp",)
     assert settings.auth_verification == "introspection"
+
+
+BEARER = {"auth_resource": RESOURCE, "auth_issuers": (ISSUER,)}
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"auth_issuers": (ISSUER,)}, "auth_issuers set, but authorization is off"),
+        ({"auth_required_scopes": ("mcp",)}, "auth_required_scopes set, but authorization is off"),
+        ({"auth_verification": "introspection"}, "auth_verification set, but authorization"),
+        ({"auth_introspection_url": ISSUER + "/i"}, "auth_introspection_url set, but author"),
+        ({"auth_client_id": "c", "auth_audience": "api://x"}, "auth_audience, auth_client_id set"),
+        ({"auth_host_identity": True, "auth_issuers": (ISSUER,)}, "auth_issuers set, but they"),
+        ({"auth_host_identity": True, "auth_token_types": ("JWT",)}, "need auth_resource"),
+        ({**BEARER, "auth_client_id": "c"}, "auth_client_id set, but they do nothing with"),
+        ({**BEARER, "auth_cache_ttl": 5.0}, "auth_cache_ttl set, but they do nothing with"),
+        (
+            {**BEARER, "auth_verification": "introspection", "auth_jwks_url": ISSUER + "/k"},
+            "auth_jwks_url set, but they do nothing with auth_verification='introspection'",
+        ),
+        (
+            {**BEARER, "auth_verification": "introspection", "auth_client_secret": "s"},
+            "auth_client_secret needs auth_client_id",
+        ),
+        ({"auth_resource": RESOURCE, "auth_required_scopes": ("mcp",)}, "auth_issuers"),
+    ],
+)
+def test_auth_settings_that_would_do_nothing_are_refused(
+    settings: dict[str, object], named: str
+) -> None:
+    """No auth setting is silently ignored: each is refused, named, with what to do."""
+    with pytest.raises(ValidationError, match=re.escape(named)):
+        McpSettings(**settings)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"auth_host_identity": True, "auth_required_scopes": ("mcp",)},
+        {**BEARER, "auth_host_identity": True, "auth_required_scopes": ("mcp",)},
+        {**BEARER, "auth_verification": "introspection", "auth_client_id": "c"},
+        {**BEARER, "auth_verification": "introspection"},
+        {**BEARER, "auth_audience": "api://x", "auth_token_types": ("at+jwt", "JWT")},
+    ],
+)
+def test_auth_settings_that_are_allowed(settings: dict[str, object]) -> None:
+    McpSettings(**settings)  # type: ignore[arg-type]
+
+
+def test_declared_scopes_need_authorization() -> None:
+    """A server whose default_scopes or tools' scopes nobody would check (authorization
+    off) is refused when the middleware is built, naming the scopes and what to set."""
+    with pytest.raises(ValueError, match=r"'protected' declares scopes \(admin, billing, "):
+        McpMiddleware(host_app(), server=protected_server(Ran()), settings=McpSettings())
+    only_tools = McpServer("tools")
+
+    @only_tools.tool(scopes=["admin"])
+    async def purge() -> str:
+        return "purged"
+
+    with pytest.raises(ValueError, match=r"\(admin: .*auth_resource and auth_issuers"):
+        McpMiddleware(host_app(), server=only_tools, settings=McpSettings())
+    McpMiddleware(host_app(), server=McpServer("open"), settings=McpSettings())
+    McpMiddleware(host_app(), server=only_tools, settings=McpSettings(auth_host_identity=True))
+
+
+async def test_scopes_declared_after_construction_fail_the_startup(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A tool with scopes registered after the middleware was built, authorization off:
+    the lifespan startup fails, saying why."""
+    server = McpServer("late")
+    app = McpMiddleware(host_app(), server=server, settings=McpSettings())
+
+    @server.tool(scopes=["admin"])
+    async def purge() -> str:
+        return "purged"
+
+    life = Lifespan()
+    with anyio.fail_after(5):
+        await app({"type": "lifespan", "asgi": {"version": "3.0"}}, life.receive, life.send)
+    assert life.sent == ["lifespan.startup.failed"]
+    assert "'late' declares scopes (admin" in caplog.text
+
+
+def test_a_custom_verifier_with_the_built_in_verifiers_settings_is_refused() -> None:
+    """token_verifier= replaces what auth_verification, auth_audience, ... configure."""
+    settings = McpSettings(**BEARER, auth_audience="api://x")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="auth_audience set, but a token_verifier is given"):
+        McpMiddleware(
+            host_app(),
+            server=protected_server(Ran()),
+            settings=settings,
+            token_verifier=StaticVerifier(),
+        )
 
 
 class StaticVerifier:

@@ -158,8 +158,12 @@ async def test_capabilities_scopes_and_timeouts() -> None:
     assert server.has_method("tools/call")
     assert server.required_scopes("tools/call", {"name": "one"}) == {"base", "extra"}
     assert server.declared_scopes() == {"base", "extra"}
-    app = mcp_app(server)
-    await listed(app)
+    app = mcp_app(server, auth_host_identity=True)  # scopes need authorization on
+
+    async def signed_in(scope: Any, receive: Any, send: Any) -> None:
+        await app({**scope, "auth": {"sub": "me", "scope": "base extra"}}, receive, send)
+
+    assert await listed(signed_in) == ["one"]
     assert server.required_scopes("tools/call", {"name": "one"}) == {"extra"}
     assert server.scopes_of("tool", "one") == {"extra"}
 
