@@ -73,14 +73,17 @@ class McpSettings(BaseSettings):
         description="Seconds a 2025-era session may go unused (nothing open) before it expires.",
     )
     max_sessions: int = Field(
-        default=10_000, gt=0, description="Most 2025-era sessions held at once (per process)."
+        default=10_000,
+        gt=0,
+        description="Most 2025-era sessions held at once (per process); when all are held, "
+        "the least recently used idle one (nothing open on it) makes room, else 503.",
     )
     session_idle_ttl: float = Field(
         default=60.0,
         gt=0,
         description="Seconds a 2025-era session that has made no request and opened no "
         "stream since initialize is kept; such sessions are also evicted first when "
-        "max_sessions are held.",
+        "max_sessions are held (then the least recently used idle ones).",
     )
     max_sessions_per_client: int | None = Field(
         default=64,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager, asynccontextmanager
-from typing import Protocol
+from typing import Final, Protocol
 
 import anyio
 from starlette.types import Message, Receive, Scope, Send
@@ -66,6 +66,9 @@ from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import McpServer
 from mcp_asgi.settings import McpSettings
 from mcp_asgi.store import MemoryStore, StateStore
+
+_RETRY_FULL: Final = 5
+"""Seconds a refused `initialize` is told to wait: a session frees once its exchanges close."""
 
 Dispatch = Callable[[McpRequest, Context], Awaitable[JsonObject]]
 Call = Callable[[Context], Awaitable[JsonObject]]
@@ -305,9 +308,14 @@ class LegacyEndpoint:
             info_bytes=info_bytes,
             hold=hold,
         )
-        if session is None:
+        if session is None:  # max_sessions held, every one of them in use
             raise ProtocolError(
-                503, INTERNAL_ERROR, "Service Unavailable: too many sessions", request_id=message.id
+                503,
+                INTERNAL_ERROR,
+                "Service Unavailable: every session is in use; retry later",
+                {"reason": "sessions_full", "retryAfter": _RETRY_FULL},
+                request_id=message.id,
+                headers=[(b"retry-after", str(_RETRY_FULL).encode())],
             )
         result = _methods.initialize_result(self.server, session.protocol_version)
 
