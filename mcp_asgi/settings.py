@@ -168,6 +168,21 @@ class McpSettings(BaseSettings):
         description="subscriptions/listen streams and 2025-era GET streams one client may "
         "hold open (429); None: no limit.",
     )
+    client_ipv4_prefix: int = Field(
+        default=32,
+        ge=8,
+        le=32,
+        description="Leading bits of an IPv4 address that name one client for the per-client "
+        "limits when it is not authenticated (32: each address).",
+    )
+    client_ipv6_prefix: int = Field(
+        default=64,
+        ge=16,
+        le=128,
+        description="Leading bits of an IPv6 address that name one client for the per-client "
+        "limits when it is not authenticated (64: a host's usual /64, whose addresses it "
+        "may rotate freely).",
+    )
     listen_max_duration: float | None = Field(
         default=None,
         gt=0,

@@ -46,7 +46,7 @@ from mcp_asgi.legacy.sessions import (
 from mcp_asgi.legacy.shared import SharedSessions
 from mcp_asgi.legacy.stream import serve_stream
 from mcp_asgi.lifecycle.scope import RequestScope
-from mcp_asgi.limits import ClientLimits, client_key
+from mcp_asgi.limits import ClientLimits
 from mcp_asgi.protocol.headers import header
 from mcp_asgi.protocol.jsonrpc import (
     INTERNAL_ERROR,
@@ -220,7 +220,7 @@ class LegacyEndpoint:
                 "Not Found: Last-Event-ID names a stream that is unknown or has expired "
                 "(legacy_resume_ttl)",
             )
-        held = self._limits.hold("listen_streams", client_key(asgi_scope))  # 429
+        held = self._limits.hold("listen_streams", self._limits.key(asgi_scope))  # 429
         self.sessions.prove(session)
         send = _send_with_session_id(send, session.id)
         try:
@@ -299,7 +299,7 @@ class LegacyEndpoint:
                     {"reason": "session_limit", "limit": self._max_info},
                     request_id=message.id,
                 )
-        hold = self._limits.hold("sessions", client_key(asgi_scope))  # 429
+        hold = self._limits.hold("sessions", self._limits.key(asgi_scope))  # 429
         session = self.sessions.create(
             protocol_version=negotiate_version(params["protocolVersion"]),
             capabilities=capabilities,
