@@ -8,7 +8,7 @@ Bounds, so that no client can hold memory or lock others out:
 
 - a session is *fresh* until it makes a request or opens its GET stream after
   `initialize`; a fresh session expires after `idle_ttl` seconds unused;
-- a session is *idle* while nothing is open on it. When `max_sessions` are held, a new
+- a session is *idle* while nothing is open on it and none of its requests runs. When `max_sessions` are held, a new
   session takes the place of an idle one: the least recently used fresh one, else the
   least recently used of the others, which ends as if it had expired. A full table with
   none idle refuses `initialize` at once (O(1): the idle ones are kept in order);
@@ -86,8 +86,8 @@ class LegacySession:
         bounds: SessionBounds = SessionBounds(),
         on_idle: Callable[[LegacySession, bool], None] | None = None,
     ) -> None:
-        """`on_idle(session, idle)`: told when the first exchange opens (False) and when
-        the last one closes (True)."""
+        """`on_idle(session, idle)`: told when the session stops being `idle` (False) and
+        when it is idle again (True)."""
         self.id = session_id
         self.principal = principal
         """Who opened the session (`mcp_asgi.auth.principal_key`); only they may use it."""
@@ -113,8 +113,7 @@ class LegacySession:
 
     def use(self) -> Release:
         """Mark one exchange open; the returned function marks it closed (idempotent)."""
-        if not self._open and self._on_idle is not None:
-            self._on_idle(self, False)
+        self._busy()
         self._open += 1
         released = False
 
@@ -124,10 +123,23 @@ class LegacySession:
                 released = True
                 self._open -= 1
                 self._last_used = self._clock()
-                if not self._open and self._on_idle is not None:
-                    self._on_idle(self, True)
+                self._maybe_idle()
 
         return release
+
+    @property
+    def idle(self) -> bool:
+        """Nothing open on the session and no request of it running (one may run on after
+        its client left, with `legacy_disconnect_cancels=False`)."""
+        return not self._open and not self._requests
+
+    def _busy(self) -> None:
+        if self.idle and self._on_idle is not None:
+            self._on_idle(self, False)
+
+    def _maybe_idle(self) -> None:
+        if self.idle and self._on_idle is not None:
+            self._on_idle(self, True)
 
     def subscribe(self, uri: str) -> None:
         """Add a subscription; `McpError` (-32602) past `max_subscriptions` or `max_bytes`."""
@@ -158,6 +170,7 @@ class LegacySession:
 
     def track(self, request_scope: RequestScope) -> None:
         """Register a request in flight, so `cancel` and `close` can reach it."""
+        self._busy()
         self._requests[request_scope.request.id] = request_scope
         if self.closed.is_set():
             request_scope.cancel(CancelReason.SESSION_CLOSED)
@@ -165,6 +178,7 @@ class LegacySession:
     def untrack(self, request_scope: RequestScope) -> None:
         if self._requests.get(request_scope.request.id) is request_scope:
             del self._requests[request_scope.request.id]
+            self._maybe_idle()
 
     def cancel(self, request_id: object) -> bool:
         """Cancel one of this session's requests (`notifications/cancelled`); False when

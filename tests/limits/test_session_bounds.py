@@ -13,7 +13,7 @@ from mcp_asgi.legacy.sessions import URI_OVERHEAD, LegacySession, SessionBounds,
 from mcp_asgi.limits import ClientLimits
 from mcp_asgi.testing import McpResponse, serve
 
-from ..helpers import Clock, Probe
+from ..helpers import Clock, Probe, eventually, wait_for
 from ..servers import LATEST, LegacyClient, legacy_app
 
 pytestmark = pytest.mark.anyio
@@ -161,6 +161,32 @@ async def test_a_full_table_of_sessions_in_use_is_503_with_retry_after() -> None
     assert refused.final["error"]["data"]["reason"] == "sessions_full"
     assert still.status == 200
     assert gone.status == 404
+
+
+async def test_a_session_whose_request_runs_on_without_its_client_is_not_evicted() -> None:
+    """legacy_disconnect_cancels=False, max_sessions=1: the client of a slow call hangs up
+    and the call runs on; its session is not idle, so initialize is 503 and the call is
+    not cancelled. Once the call is done, the session makes room."""
+    probe = Probe()
+    app = legacy_app(probe, max_sessions=1, legacy_disconnect_cancels=False, **UNLIMITED)
+    with serve(app) as live:
+        client, newcomer = LegacyClient(live.url + "/mcp"), LegacyClient(live.url + "/mcp")
+        await client.initialize()
+        async with client.open("tools/call", {"name": "slow"}) as stream:
+            await wait_for(probe.started)
+            await stream.drop()
+        assert app._legacy is not None
+        (session,) = app._legacy.sessions
+        await eventually(lambda: not session._open, what="the server to see the hang-up")
+        refused = await initialize(newcomer, {})
+        probe.release.set()
+        await wait_for(probe.exited)
+        await eventually(lambda: session.idle, what="the call to end")
+        admitted = await initialize(newcomer, {})
+    assert refused.status == 503
+    assert probe.reason is None
+    assert probe.notes == ["finished"]
+    assert admitted.status == 200
 
 
 def test_the_least_recently_used_idle_session_is_evicted_and_closed() -> None:
