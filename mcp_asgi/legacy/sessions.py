@@ -8,10 +8,11 @@ Bounds, so that no client can hold memory or lock others out:
 
 - a session is *fresh* until it makes a request or opens its GET stream after
   `initialize`; a fresh session expires after `idle_ttl` seconds unused;
-- a session is *idle* while nothing is open on it and none of its requests runs. When `max_sessions` are held, a new
-  session takes the place of an idle one: the least recently used fresh one, else the
-  least recently used of the others, which ends as if it had expired. A full table with
-  none idle refuses `initialize` at once (O(1): the idle ones are kept in order);
+- a session is *idle* while nothing is open on it and none of its requests runs. When
+  `max_sessions` are held, a new session takes the place of an idle one: the least
+  recently used fresh one, else the least recently used of the others, which ends as if
+  it had expired. A full table with none idle refuses `initialize` at once (O(1): the
+  idle ones are kept in order);
 - what a session stores is accounted in bytes (`stored_bytes`: the client info's JSON
   size, each subscribed URI's length plus `URI_OVERHEAD`), at most `max_bytes`, and it
   holds at most `max_subscriptions` URIs. Ending a session (DELETE, expiry,
