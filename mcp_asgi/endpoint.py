@@ -14,7 +14,7 @@ from mcp_asgi.http.accept import ResponseMode
 from mcp_asgi.http.reply import ReplyWriter, send_empty
 from mcp_asgi.inflight import InFlight
 from mcp_asgi.input.rounds import InputRounds
-from mcp_asgi.limits import ClientLimits, client_key
+from mcp_asgi.limits import ClientLimits
 from mcp_asgi.protocol.message import IncomingMessage
 from mcp_asgi.protocol.validate import validate
 from mcp_asgi.server.listen import LISTEN, check_listen
@@ -64,7 +64,7 @@ class ModernEndpoint:
         check_listen(asgi_scope, request)  # a listen stream needs SSE (406) and a filter (400)
         inputs = self._inputs.begin(asgi_scope, request)  # verifies requestState (400)
         listen = request.method == LISTEN
-        held = self._limits.hold("listen_streams", client_key(asgi_scope)) if listen else None
+        held = self._limits.hold("listen_streams", self._limits.key(asgi_scope)) if listen else None
         writer = ReplyWriter(send, "sse" if listen else mode)
         options = self._options
         routed = (

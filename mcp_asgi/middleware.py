@@ -36,7 +36,7 @@ from mcp_asgi.inflight import InFlight
 from mcp_asgi.input.rounds import InputRounds
 from mcp_asgi.legacy import LegacyEndpoint, is_legacy, is_session_request
 from mcp_asgi.lifecycle.clock import loop_clock
-from mcp_asgi.limits import AuthFailures, ClientLimits, client_key
+from mcp_asgi.limits import AuthFailures, ClientLimits
 from mcp_asgi.protocol import jsonrpc
 from mcp_asgi.protocol.headers import header
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
@@ -117,6 +117,8 @@ class McpMiddleware:
             listen_streams=settings.max_listen_streams_per_client,
             sessions=settings.max_sessions_per_client,
             retry_sessions_after=settings.session_idle_ttl,
+            ipv4_prefix=settings.client_ipv4_prefix,
+            ipv6_prefix=settings.client_ipv6_prefix,
         )
         self._limits_requests = self._limits.limits_requests
         options = ResultOptions(
@@ -289,7 +291,7 @@ class McpMiddleware:
             auth = self._auth  # before the body is read: 400, 401, 403, 503
             principal = await auth.authenticate(asgi_scope) if auth is not None else None
             # the principal when authenticated, else the address; unused with no limit on
-            client = client_key(asgi_scope) if self._limits_requests else ""
+            client = self._limits.key(asgi_scope) if self._limits_requests else ""
             self._limits.check_rate(client)  # 429
             if sessions is not None:  # GET or DELETE of a 2025-era session
                 await sessions.serve_session(asgi_scope, receive, send)
@@ -432,7 +434,12 @@ def _auth_of(
         verifier=verifier,
         required_scopes=settings.auth_required_scopes,
         host_identity=settings.auth_host_identity,
-        failures=AuthFailures(rate=rate, burst=settings.auth_failure_burst)
+        failures=AuthFailures(
+            rate=rate,
+            burst=settings.auth_failure_burst,
+            ipv4_prefix=settings.client_ipv4_prefix,
+            ipv6_prefix=settings.client_ipv6_prefix,
+        )
         if (rate := settings.auth_failure_rate)
         else None,
     )

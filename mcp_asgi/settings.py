@@ -75,14 +75,17 @@ class McpSettings(BaseSettings):
         description="Seconds a 2025-era session may go unused (nothing open) before it expires.",
     )
     max_sessions: int = Field(
-        default=10_000, gt=0, description="Most 2025-era sessions held at once (per process)."
+        default=10_000,
+        gt=0,
+        description="Most 2025-era sessions held at once (per process); when all are held, "
+        "the least recently used idle one (nothing open on it) makes room, else 503.",
     )
     session_idle_ttl: float = Field(
         default=60.0,
         gt=0,
         description="Seconds a 2025-era session that has made no request and opened no "
         "stream since initialize is kept; such sessions are also evicted first when "
-        "max_sessions are held.",
+        "max_sessions are held (then the least recently used idle ones).",
     )
     max_sessions_per_client: int | None = Field(
         default=64,
@@ -166,6 +169,21 @@ class McpSettings(BaseSettings):
         gt=0,
         description="subscriptions/listen streams and 2025-era GET streams one client may "
         "hold open (429); None: no limit.",
+    )
+    client_ipv4_prefix: int = Field(
+        default=32,
+        ge=8,
+        le=32,
+        description="Leading bits of an IPv4 address that name one client for the per-client "
+        "limits when it is not authenticated (32: each address).",
+    )
+    client_ipv6_prefix: int = Field(
+        default=64,
+        ge=16,
+        le=128,
+        description="Leading bits of an IPv6 address that name one client for the per-client "
+        "limits when it is not authenticated (64: a host's usual /64, whose addresses it "
+        "may rotate freely).",
     )
     listen_max_duration: float | None = Field(
         default=None,

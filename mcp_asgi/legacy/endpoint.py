@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager, asynccontextmanager
-from typing import Protocol
+from typing import Final, Protocol
 
 import anyio
 from starlette.types import Message, Receive, Scope, Send
@@ -46,7 +46,7 @@ from mcp_asgi.legacy.sessions import (
 from mcp_asgi.legacy.shared import SharedSessions
 from mcp_asgi.legacy.stream import serve_stream
 from mcp_asgi.lifecycle.scope import RequestScope
-from mcp_asgi.limits import ClientLimits, client_key
+from mcp_asgi.limits import ClientLimits
 from mcp_asgi.protocol.headers import header
 from mcp_asgi.protocol.jsonrpc import (
     INTERNAL_ERROR,
@@ -66,6 +66,9 @@ from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import McpServer
 from mcp_asgi.settings import McpSettings
 from mcp_asgi.store import MemoryStore, StateStore
+
+_RETRY_FULL: Final = 5
+"""Seconds a refused `initialize` is told to wait: a session frees once its exchanges close."""
 
 Dispatch = Callable[[McpRequest, Context], Awaitable[JsonObject]]
 Call = Callable[[Context], Awaitable[JsonObject]]
@@ -217,7 +220,7 @@ class LegacyEndpoint:
                 "Not Found: Last-Event-ID names a stream that is unknown or has expired "
                 "(legacy_resume_ttl)",
             )
-        held = self._limits.hold("listen_streams", client_key(asgi_scope))  # 429
+        held = self._limits.hold("listen_streams", self._limits.key(asgi_scope))  # 429
         self.sessions.prove(session)
         send = _send_with_session_id(send, session.id)
         try:
@@ -296,7 +299,7 @@ class LegacyEndpoint:
                     {"reason": "session_limit", "limit": self._max_info},
                     request_id=message.id,
                 )
-        hold = self._limits.hold("sessions", client_key(asgi_scope))  # 429
+        hold = self._limits.hold("sessions", self._limits.key(asgi_scope))  # 429
         session = self.sessions.create(
             protocol_version=negotiate_version(params["protocolVersion"]),
             capabilities=capabilities,
@@ -305,9 +308,14 @@ class LegacyEndpoint:
             info_bytes=info_bytes,
             hold=hold,
         )
-        if session is None:
+        if session is None:  # max_sessions held, every one of them in use
             raise ProtocolError(
-                503, INTERNAL_ERROR, "Service Unavailable: too many sessions", request_id=message.id
+                503,
+                INTERNAL_ERROR,
+                "Service Unavailable: every session is in use; retry later",
+                {"reason": "sessions_full", "retryAfter": _RETRY_FULL},
+                request_id=message.id,
+                headers=[(b"retry-after", str(_RETRY_FULL).encode())],
             )
         result = _methods.initialize_result(self.server, session.protocol_version)
 

@@ -7,9 +7,12 @@ GET stream). It expires once it has gone unused for `ttl` seconds; expiry is che
 Bounds, so that no client can hold memory or lock others out:
 
 - a session is *fresh* until it makes a request or opens its GET stream after
-  `initialize`; a fresh session expires after `idle_ttl` seconds unused, and when
-  `max_sessions` are held the oldest fresh one is evicted for a new one. A full table
-  of sessions in real use refuses `initialize` at once (O(1), no scan);
+  `initialize`; a fresh session expires after `idle_ttl` seconds unused;
+- a session is *idle* while nothing is open on it and none of its requests runs. When
+  `max_sessions` are held, a new session takes the place of an idle one: the least
+  recently used fresh one, else the least recently used of the others, which ends as if
+  it had expired. A full table with none idle refuses `initialize` at once (O(1): the
+  idle ones are kept in order);
 - what a session stores is accounted in bytes (`stored_bytes`: the client info's JSON
   size, each subscribed URI's length plus `URI_OVERHEAD`), at most `max_bytes`, and it
   holds at most `max_subscriptions` URIs. Ending a session (DELETE, expiry,
@@ -82,7 +85,10 @@ class LegacySession:
         principal: str | None = None,
         info_bytes: int = 0,
         bounds: SessionBounds = SessionBounds(),
+        on_idle: Callable[[LegacySession, bool], None] | None = None,
     ) -> None:
+        """`on_idle(session, idle)`: told when the session stops being `idle` (False) and
+        when it is idle again (True)."""
         self.id = session_id
         self.principal = principal
         """Who opened the session (`mcp_asgi.auth.principal_key`); only they may use it."""
@@ -100,6 +106,7 @@ class LegacySession:
         self._clock = clock
         self._last_used = clock()
         self._open = 0
+        self._on_idle = on_idle
         self._requests: dict[RequestId, RequestScope] = {}
         self._stream: StreamTurn | None = None
 
@@ -107,6 +114,7 @@ class LegacySession:
 
     def use(self) -> Release:
         """Mark one exchange open; the returned function marks it closed (idempotent)."""
+        self._busy()
         self._open += 1
         released = False
 
@@ -116,8 +124,23 @@ class LegacySession:
                 released = True
                 self._open -= 1
                 self._last_used = self._clock()
+                self._maybe_idle()
 
         return release
+
+    @property
+    def idle(self) -> bool:
+        """Nothing open on the session and no request of it running (one may run on after
+        its client left, with `legacy_disconnect_cancels=False`)."""
+        return not self._open and not self._requests
+
+    def _busy(self) -> None:
+        if self.idle and self._on_idle is not None:
+            self._on_idle(self, False)
+
+    def _maybe_idle(self) -> None:
+        if self.idle and self._on_idle is not None:
+            self._on_idle(self, True)
 
     def subscribe(self, uri: str) -> None:
         """Add a subscription; `McpError` (-32602) past `max_subscriptions` or `max_bytes`."""
@@ -148,6 +171,7 @@ class LegacySession:
 
     def track(self, request_scope: RequestScope) -> None:
         """Register a request in flight, so `cancel` and `close` can reach it."""
+        self._busy()
         self._requests[request_scope.request.id] = request_scope
         if self.closed.is_set():
             request_scope.cancel(CancelReason.SESSION_CLOSED)
@@ -155,6 +179,7 @@ class LegacySession:
     def untrack(self, request_scope: RequestScope) -> None:
         if self._requests.get(request_scope.request.id) is request_scope:
             del self._requests[request_scope.request.id]
+            self._maybe_idle()
 
     def cancel(self, request_id: object) -> bool:
         """Cancel one of this session's requests (`notifications/cancelled`); False when
@@ -192,8 +217,8 @@ class LegacySession:
 
 
 class SessionStore:
-    """The 2025-era sessions of one endpoint: at most `max_sessions`, expiring after `ttl`
-    seconds unused (`idle_ttl` while fresh)."""
+    """The 2025-era sessions of one endpoint: at most `max_sessions` (an idle one makes
+    room for a new one), expiring after `ttl` seconds unused (`idle_ttl` while fresh)."""
 
     def __init__(
         self,
@@ -214,9 +239,12 @@ class SessionStore:
         self.bounds = bounds
         self._clock = clock
         self._sessions: dict[str, LegacySession] = {}
-        self._fresh: OrderedDict[str, LegacySession] = OrderedDict()  # oldest first
+        # the idle sessions, least recently used first: the fresh ones, and the others
+        self._idle_fresh: OrderedDict[str, LegacySession] = OrderedDict()
+        self._idle_used: OrderedDict[str, LegacySession] = OrderedDict()
         self._holds: dict[str, Hold] = {}
         self._refused = 0
+        self._evicted = 0
         self._warn_after = -math.inf
         self._sweep_every = min(ttl / 2, 1.0)
         self._next_sweep = clock() + self._sweep_every
@@ -226,6 +254,9 @@ class SessionStore:
 
     def __iter__(self) -> Iterator[LegacySession]:
         return iter(list(self._sessions.values()))
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._sessions
 
     def create(
         self,
@@ -238,28 +269,16 @@ class SessionStore:
         hold: Hold | None = None,
         session_id: str | None = None,
     ) -> LegacySession | None:
-        """Open a session with a fresh id, bound to `principal`; None when `max_sessions`
-        are held and none of them is fresh. `hold` (the client's count of sessions) is
-        given back when the session ends, or at once when it is refused. `session_id`:
+        """Open a session with a fresh id, bound to `principal`; when `max_sessions` are
+        held, the least recently used idle session ends to make room (a fresh one first),
+        and with none idle the result is None. `hold` (the client's count of sessions)
+        is given back when the session ends, or at once when it is refused. `session_id`:
         the id of a session another replica opened (adopted from the shared store)."""
         self._sweep()
-        if len(self._sessions) >= self.max_sessions:
-            if not self._fresh:  # O(1): no scan of the table
-                self._refused += 1
-                now = self._clock()
-                if now >= self._warn_after:  # at most once a minute, with a count
-                    self._warn_after = now + 60.0
-                    logger.warning(
-                        "sessions refused: %d sessions in use (%d refusals)",
-                        len(self._sessions),
-                        self._refused,
-                    )
-                if hold is not None:
-                    hold.release()
-                return None
-            _, oldest = self._fresh.popitem(last=False)
-            logger.debug("fresh session evicted: %d sessions held", len(self._sessions))
-            self.close(oldest)
+        if len(self._sessions) >= self.max_sessions and not self._evict():
+            if hold is not None:
+                hold.release()
+            return None
         session = LegacySession(
             session_id or secrets.token_urlsafe(32),  # URL-safe base64: visible ASCII only
             protocol_version=protocol_version,
@@ -269,9 +288,10 @@ class SessionStore:
             principal=principal,
             info_bytes=info_bytes,
             bounds=self.bounds,
+            on_idle=self._idle_changed,
         )
         self._sessions[session.id] = session
-        self._fresh[session.id] = session
+        self._idle_fresh[session.id] = session
         if hold is not None:
             self._holds[session.id] = hold
         return session
@@ -280,7 +300,8 @@ class SessionStore:
         """The session made a request or opened its stream: it is no longer fresh."""
         if session.fresh:
             session.fresh = False
-            self._fresh.pop(session.id, None)
+            if self._idle_fresh.pop(session.id, None) is not None:
+                self._idle_used[session.id] = session
 
     def get(self, session_id: str, principal: str | None = None) -> LegacySession | None:
         """The open session with this id, if `principal` opened it; None when unknown,
@@ -297,7 +318,8 @@ class SessionStore:
     def close(self, session: LegacySession) -> None:
         """End a session and forget its id."""
         self._sessions.pop(session.id, None)
-        self._fresh.pop(session.id, None)
+        self._idle_fresh.pop(session.id, None)
+        self._idle_used.pop(session.id, None)
         hold = self._holds.pop(session.id, None)
         if hold is not None:
             hold.release()
@@ -308,14 +330,47 @@ class SessionStore:
         for session in list(self._sessions.values()):
             self.close(session)
 
+    def _idle_changed(self, session: LegacySession, idle: bool) -> None:
+        """Keep the idle sessions in order of last use (told by `LegacySession.use`)."""
+        if self._sessions.get(session.id) is not session:
+            return  # ended meanwhile
+        order = self._idle_fresh if session.fresh else self._idle_used
+        if idle:
+            order[session.id] = session  # the most recently used: last
+        else:
+            order.pop(session.id, None)
+
+    def _evict(self) -> bool:
+        """End the least recently used idle session (a fresh one first) to make room;
+        False when every session has an exchange open."""
+        order = self._idle_fresh or self._idle_used
+        if not order:  # O(1): no scan of the table
+            self._refused += 1
+            now = self._clock()
+            if now >= self._warn_after:  # at most once a minute, with counts
+                self._warn_after = now + 60.0
+                logger.warning(
+                    "sessions refused: all %d sessions in use (%d refusals, %d evicted)",
+                    len(self._sessions),
+                    self._refused,
+                    self._evicted,
+                )
+            return False
+        _, oldest = order.popitem(last=False)
+        self._evicted += 1
+        logger.debug("idle session evicted (fresh: %s)", oldest.fresh)
+        self.close(oldest)
+        return True
+
     def _expired(self, session: LegacySession) -> bool:
         return session.expired(self.idle_ttl if session.fresh else self.ttl)
 
     def _sweep(self) -> None:
-        """Expire sessions: the fresh ones from the oldest on, at every call (each one
-        looked at is expired, but the first); all of them at most once a second."""
-        while self._fresh:
-            oldest = next(iter(self._fresh.values()))
+        """Expire sessions: the idle fresh ones from the least recently used on, at every
+        call (each one looked at is expired, but the first); all of them at most once a
+        second."""
+        while self._idle_fresh:
+            oldest = next(iter(self._idle_fresh.values()))
             if not self._expired(oldest):
                 break
             self.close(oldest)

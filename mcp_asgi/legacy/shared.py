@@ -12,9 +12,11 @@
 
 A replica that does not know a session and finds no record answers 404 (the client
 initializes again). Without a shared store (memory) nothing here runs: sessions live in
-their process. Ending a session here (DELETE) removes its record; a session that expires
-or is shut down on one replica is only forgotten there (its record lives on, for the
-others, until its TTL). What a session does after `initialize` (its log level, its
+their process. Ending a session here (DELETE) removes its record; a session that expires,
+is evicted to make room (`max_sessions`) or is shut down on one replica is only forgotten
+there: its record lives on until its TTL, and its next request, here or elsewhere, adopts
+it again (a replica's idle copy may be in use on another replica, so it is not ended
+everywhere). What a session does after `initialize` (its log level, its
 subscriptions) stays with the replica that was told.
 """
 
@@ -62,7 +64,7 @@ class SharedSessions:
             "principal": session.principal,
         }
         await self._store.set(_key(session.id), json.dumps(record).encode(), ttl=self._ttl)
-        self._touched[session.id] = anyio.current_time()
+        self._touched_now(session)
 
     async def touch(self, session: LegacySession) -> None:
         """The session is in use: refresh its record's time to live (at most every quarter
@@ -72,10 +74,16 @@ class SharedSessions:
         now = anyio.current_time()
         if now - self._touched.get(session.id, -math.inf) < self._ttl / 4:
             return
-        self._touched[session.id] = now
+        self._touched_now(session)
         data = await self._store.get(_key(session.id))
         if data is not None:
             await self._store.set(_key(session.id), data, ttl=self._ttl)
+
+    def _touched_now(self, session: LegacySession) -> None:
+        touched = self._touched
+        touched[session.id] = anyio.current_time()
+        if len(touched) > 2 * self._sessions.max_sessions:  # forget the sessions gone here
+            self._touched = {key: at for key, at in touched.items() if key in self._sessions}
 
     async def adopt(self, session_id: str, principal: str | None) -> LegacySession | None:
         """A session another replica opened, from its record; None when there is none."""

@@ -2,7 +2,8 @@
 
 ::
 
-    client_key(asgi_scope)       the principal's key, else "addr:<client host>"
+    key(asgi_scope)              the principal's key, else "addr:<the client's network>"
+                                 (its address; for IPv6 its /64, settings client_ipv*_prefix)
     check_rate(key)              a token from the client's bucket, or 429
     hold(kind, key)              one more request / listen stream / session held, or 429;
                                  the returned `Hold` gives it back (idempotent)
@@ -13,6 +14,8 @@ it, so the table is bounded by what is held. Everything runs on the event loop: 
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import math
 import time
 from collections.abc import Callable
@@ -51,15 +54,40 @@ class TooManyRequests(ProtocolError):
         return self
 
 
-def client_key(asgi_scope: Scope) -> str:
+def client_key(asgi_scope: Scope, *, ipv4_prefix: int = 32, ipv6_prefix: int = 64) -> str:
     """Who a request is, for its limits: the verified (or host app's) principal, else the
-    client's address (behind a proxy, the server must be told to trust its forwarded
-    headers, e.g. uvicorn's `--forwarded-allow-ips`, or every client is the proxy)."""
+    client's network: its IPv4 address's first `ipv4_prefix` bits, its IPv6 address's
+    first `ipv6_prefix` bits (one host is commonly given a whole /64). Behind a proxy, the
+    server must be told to trust its forwarded headers (e.g. uvicorn's
+    `--forwarded-allow-ips`), or every client is the proxy."""
     principal = principal_key(asgi_scope)
     if principal is not None:
         return "principal:" + principal
     client = asgi_scope.get("client")
-    return "addr:" + (str(client[0]) if client else "unknown")
+    if not client:
+        return "addr:unknown"
+    host = str(client[0])
+    if ipv4_prefix == 32 and ":" not in host:  # the common case, without parsing
+        return "addr:" + host
+    return "addr:" + network_of(host, ipv4_prefix, ipv6_prefix)
+
+
+@functools.lru_cache(maxsize=4096)  # parsing costs microseconds; a client sends many requests
+def network_of(host: str, ipv4_prefix: int, ipv6_prefix: int) -> str:
+    """The network `host` belongs to, e.g. `2001:db8:1:2::/64`; an IPv4-mapped IPv6
+    address counts as IPv4; a host that is no IP address (a Unix socket's) is itself."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    prefix = ipv6_prefix
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if isinstance(address, ipaddress.IPv4Address):
+        prefix = ipv4_prefix
+    if prefix == address.max_prefixlen:
+        return str(address)
+    return str(ipaddress.ip_network((address, prefix), strict=False))
 
 
 class Hold:
@@ -91,8 +119,12 @@ class ClientLimits:
         listen_streams: int | None,
         sessions: int | None,
         retry_sessions_after: float = 60.0,
+        ipv4_prefix: int = 32,
+        ipv6_prefix: int = 64,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`ipv4_prefix`, `ipv6_prefix`: how many leading bits of an address name a client
+        (`client_key`)."""
         self._buckets = Buckets(rate=rate, burst=burst, clock=clock) if rate else None
         self._limits: dict[Kind, int | None] = {
             "requests": requests,
@@ -101,12 +133,18 @@ class ClientLimits:
         }
         self._held: dict[tuple[Kind, str], int] = {}
         self._retry_sessions_after = retry_sessions_after
+        self._ipv4_prefix = ipv4_prefix
+        self._ipv6_prefix = ipv6_prefix
 
     @property
     def limits_requests(self) -> bool:
         """Whether requests are limited (a rate, or how many in flight): else `check_rate`
         and `hold("requests", ...)` ignore their key, which need not be worked out."""
         return self._buckets is not None or self._limits["requests"] is not None
+
+    def key(self, asgi_scope: Scope) -> str:
+        """The client a request counts against (`client_key`, with this endpoint's prefixes)."""
+        return client_key(asgi_scope, ipv4_prefix=self._ipv4_prefix, ipv6_prefix=self._ipv6_prefix)
 
     def held(self, kind: Kind, key: str) -> int:
         """How many of `kind` the client `key` holds now."""

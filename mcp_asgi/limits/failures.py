@@ -12,22 +12,33 @@ from mcp_asgi.limits.clients import TooManyRequests, client_key
 
 
 class AuthFailures:
-    """A token bucket per client (its address: a request whose token is being verified has
-    no principal yet) spent before each token is verified and given back when it was not
-    refused: past the burst, a client that keeps sending bad tokens gets 429 before its
-    tokens reach the authorization server. The `FailureBudget` of `Authenticator`."""
+    """A token bucket per client (its network, as `client_key` keys an anonymous client: a
+    request whose token is being verified has no principal yet) spent before each token is
+    verified and given back when it was not refused: past the burst, a client that keeps
+    sending bad tokens gets 429 before its tokens reach the authorization server. The
+    `FailureBudget` of `Authenticator`."""
 
     def __init__(
-        self, *, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
+        self,
+        *,
+        rate: float,
+        burst: int,
+        ipv4_prefix: int = 32,
+        ipv6_prefix: int = 64,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._buckets = Buckets(rate=rate, burst=burst, clock=clock)
+        self._prefixes = {"ipv4_prefix": ipv4_prefix, "ipv6_prefix": ipv6_prefix}
+
+    def _key(self, asgi_scope: Scope) -> str:
+        return client_key(asgi_scope, **self._prefixes)
 
     def spend(self, asgi_scope: Scope) -> None:
         """One refusal more for the request's client; 429 when its budget is spent."""
-        wait = self._buckets.take(client_key(asgi_scope))
+        wait = self._buckets.take(self._key(asgi_scope))
         if wait:
             raise TooManyRequests("too many refused access tokens", wait, "auth_failure_rate")
 
     def refund(self, asgi_scope: Scope) -> None:
         """The request's token was not refused: give its unit back."""
-        self._buckets.refund(client_key(asgi_scope))
+        self._buckets.refund(self._key(asgi_scope))

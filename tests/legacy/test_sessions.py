@@ -167,20 +167,6 @@ async def test_unsupported_protocol_version_header_is_400() -> None:
     ]
 
 
-async def test_a_full_server_refuses_new_sessions() -> None:
-    """With max_sessions in use, initialize is answered 503 with a JSON-RPC error."""
-    with serve(legacy_app(Probe(), max_sessions=1)) as live:
-        first = await open_session(live)
-        assert (await first.call("ping")).status == 200  # in use: not evictable
-        second = LegacyClient(live.url + "/mcp")
-        response = await second.post(
-            second.body("initialize", {"protocolVersion": LATEST, "capabilities": {}}),
-            {"content-type": "application/json"},
-        )
-    assert response.status == 503
-    assert response.final["error"]["code"] == -32603
-
-
 async def test_an_idle_session_expires() -> None:
     """A session unused for session_ttl seconds is gone: its id answers 404."""
     with serve(legacy_app(Probe(), session_ttl=0.05)) as live:

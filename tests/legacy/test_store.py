@@ -6,6 +6,8 @@ import pytest
 
 from mcp_asgi.legacy import SessionStore
 from mcp_asgi.legacy.era import is_session_request, negotiate_version
+from mcp_asgi.legacy.shared import SharedSessions
+from mcp_asgi.store import MemoryStore
 
 from ..helpers import Clock
 
@@ -45,20 +47,53 @@ async def test_a_session_expires_ttl_seconds_after_its_last_use() -> None:
 
 
 async def test_the_limit_counts_open_sessions_and_sweeps_expired_ones() -> None:
-    """At max_sessions a new session is refused, unless an expired one can make room."""
+    """At max_sessions, with every session in use, a new session is refused, unless an
+    expired one can make room."""
     clock = Clock(100.0)
     store = make_store(clock, max_sessions=2)
-    first = open_session(store)
-    open_session(store)
+    first, second = store.get(open_session(store)), store.get(open_session(store))
+    assert first is not None
+    assert second is not None
+    first.use()
+    release = second.use()
     assert store.create(protocol_version="2025-11-25", capabilities={}, client_info=None) is None
-    held = store.get(first)
-    assert held is not None
-    held.use()
+    release()
     clock.now += 11
     third = store.create(protocol_version="2025-06-18", capabilities={}, client_info=None)
     assert third is not None
     assert len(store) == 2
-    assert store.get(first) is held
+    assert store.get(first.id) is first
+    assert second.closed.is_set()
+
+
+class SharedMemory(MemoryStore):
+    """A memory store that calls itself shared, as Redis is between replicas."""
+
+    shared = True
+
+
+async def test_with_a_shared_store_an_evicted_session_is_adopted_again() -> None:
+    """With a shared store, eviction frees this replica's place only: the session's record
+    stays, and its next request adopts it again (in the place of an idle one). What the
+    replica remembers of the records it touched stays bounded by the table."""
+    store = make_store(Clock(100.0), max_sessions=1)
+    shared = SharedSessions(SharedMemory(), store)
+    first = store.get(open_session(store))
+    assert first is not None
+    await shared.created(first)
+    second = store.create(protocol_version="2025-11-25", capabilities={}, client_info=None)
+    assert second is not None
+    assert first.closed.is_set()
+    again = await shared.adopt(first.id, None)
+    assert again is not None
+    assert again is not first
+    assert again.id == first.id
+    assert second.closed.is_set()
+    for _ in range(10):
+        session = store.get(open_session(store))
+        assert session is not None
+        await shared.created(session)
+    assert len(shared._touched) <= 2
 
 
 async def test_session_ids_are_unique_and_visible_ascii() -> None:

@@ -3,18 +3,23 @@ streams, sessions; refused with 429, `Retry-After` and a JSON-RPC error."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
 import pytest
+from pydantic import ValidationError
 from starlette.authentication import SimpleUser
 
+from mcp_asgi import McpSettings
 from mcp_asgi.limits import ClientLimits, TooManyRequests, client_key
 from mcp_asgi.testing import McpResponse, McpTestClient, serve
 
+from ..auth.apps import Ran
+from ..auth.test_host_identity import host_authenticated
 from ..helpers import Clock, Probe
 from ..servers import LATEST, LegacyClient, legacy_app
-from .apps import Seen, limits_app
+from .apps import Seen, limits_app, read_all, status_of
 
 pytestmark = pytest.mark.anyio
 
@@ -100,6 +105,95 @@ def test_the_client_is_its_principal_else_its_address() -> None:
     other = client_key({"client": ("10.0.0.2", 6), "user": user})
     assert one == other
     assert one.startswith("principal:")
+
+
+def test_an_unauthenticated_client_is_its_network() -> None:
+    """Without a principal, a client is its IPv6 /64 (client_ipv6_prefix) or its IPv4
+    address (client_ipv4_prefix 32); an IPv4-mapped address counts as IPv4; a host that is
+    no address (a Unix socket's) is itself."""
+
+    def key(host: str, **prefixes: int) -> str:
+        return client_key({"client": (host, 5)}, **prefixes)
+
+    assert key("2001:db8:1:2:aaaa::1") == key("2001:db8:1:2:ffff:1:2:3")
+    assert key("2001:db8:1:2::1") == "addr:2001:db8:1:2::/64"
+    assert key("2001:db8:1:3::1") != key("2001:db8:1:2::1")
+    assert key("2001:db8:1:2::1", ipv6_prefix=128) != key("2001:db8:1:2::2", ipv6_prefix=128)
+    assert key("2001:db8:1:2::1", ipv6_prefix=48) == key("2001:db8:1:3::1", ipv6_prefix=48)
+    assert key("::ffff:10.0.0.1") == key("10.0.0.1") == "addr:10.0.0.1"
+    assert key("10.0.0.1", ipv4_prefix=24) == key("10.0.0.77", ipv4_prefix=24)
+    assert key("10.0.0.1", ipv4_prefix=24) == "addr:10.0.0.0/24"
+    assert key("/run/app.sock") == "addr:/run/app.sock"
+
+
+async def initialize_from(port: int, local_host: str) -> int:
+    """The status of an initialize sent to 127.0.0.1:`port` from the address `local_host`."""
+    body = json.dumps(
+        LegacyClient("http://x/mcp").body(
+            "initialize", {"protocolVersion": LATEST, "capabilities": {}}
+        )
+    ).encode()
+    head = (
+        f"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
+        f"accept: application/json\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    async with await anyio.connect_tcp("127.0.0.1", port, local_host=local_host) as sock:
+        await sock.send(head.encode() + body)
+        return status_of(await read_all(sock))
+
+
+async def test_the_session_cap_counts_a_network_not_an_address() -> None:
+    """client_ipv4_prefix=24, max_sessions_per_client=1 (live uvicorn): a session opened
+    from 127.0.0.2 leaves none to 127.0.0.3, in the same /24; 127.0.1.2 gets one."""
+    app = legacy_app(Probe(), max_sessions_per_client=1, client_ipv4_prefix=24)
+    with serve(app) as live:
+        statuses = [
+            await initialize_from(live.port, host)
+            for host in ("127.0.0.2", "127.0.0.3", "127.0.1.2")
+        ]
+    assert statuses == [200, 429, 200]
+
+
+async def test_on_ipv6_the_client_is_its_64() -> None:
+    """On a live uvicorn listening on [::1], the session of a client from ::1 counts
+    against its /64."""
+    app = legacy_app(Probe())
+    with serve(app, host="::1") as live:
+        client = LegacyClient(f"http://[::1]:{live.port}/mcp")
+        await client.initialize()
+        assert app._limits.held("sessions", "addr:::/64") == 1
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"), [("client_ipv6_prefix", 129), ("client_ipv4_prefix", 0)]
+)
+def test_a_prefix_out_of_range_fails_at_start_up(setting: str, value: int) -> None:
+    """A prefix no address has is refused when the settings are made, naming the setting."""
+    with pytest.raises(ValidationError, match=setting):
+        McpSettings.model_validate({setting: value})
+
+
+async def test_behind_a_proxy_the_principal_is_limited_whatever_its_forwarded_address() -> None:
+    """uvicorn trusting X-Forwarded-For from anyone (`--forwarded-allow-ips '*'`),
+    rate_limit 1/s with a burst of 3: an anonymous client that writes a new address in the
+    header each time gets a fresh budget each time (why the proxy must overwrite the
+    header, docs/deployment.md); an authenticated one does not, its 4th call is 429."""
+
+    async def four_calls(url: str, headers: dict[str, str]) -> list[int]:
+        statuses = []
+        for n in range(4):
+            forwarded = {**headers, "x-forwarded-for": f"203.0.113.{n}"}
+            client = McpTestClient(url + "/mcp", headers=forwarded)
+            statuses.append((await client.request("tools/list")).status)
+        return statuses
+
+    limited: dict[str, Any] = {"rate_limit": 1.0, "rate_limit_burst": 3}
+    with serve(limits_app(Seen(), **limited), forwarded_allow_ips="*") as live:
+        anonymous = await four_calls(live.url, {})
+    with serve(host_authenticated(Ran(), **limited), forwarded_allow_ips="*") as live:
+        alice = await four_calls(live.url, {"x-user": "alice tools:read"})
+    assert anonymous == [200, 200, 200, 200]
+    assert alice == [200, 200, 200, 429]
 
 
 def test_buckets_refill_and_idle_clients_are_forgotten() -> None:

@@ -9,10 +9,11 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_asgi.legacy.sessions import URI_OVERHEAD, SessionBounds, SessionStore
+from mcp_asgi.legacy.sessions import URI_OVERHEAD, LegacySession, SessionBounds, SessionStore
+from mcp_asgi.limits import ClientLimits
 from mcp_asgi.testing import McpResponse, serve
 
-from ..helpers import Clock, Probe
+from ..helpers import Clock, Probe, eventually, wait_for
 from ..servers import LATEST, LegacyClient, legacy_app
 
 pytestmark = pytest.mark.anyio
@@ -115,6 +116,118 @@ async def test_a_flood_of_initialize_cannot_lock_new_clients_out() -> None:
         assert (await real.call("tools/list")).status == 200
 
 
+async def test_a_full_table_of_idle_sessions_does_not_lock_new_clients_out() -> None:
+    """max_sessions=20 held by clients that each made one request and went idle (no
+    initialize is fresh): a new client gets a session all the same, in the place of the
+    least recently used one, whose next request is 404 as for an expired session; the
+    others live on."""
+    app = legacy_app(Probe(), max_sessions=20, **UNLIMITED)
+    with serve(app) as live:
+        idle = [LegacyClient(live.url + "/mcp") for _ in range(20)]
+        for client in idle:
+            await client.initialize()
+            assert (await client.call("tools/list")).status == 200
+        assert (await idle[0].call("tools/list")).status == 200  # used again: not the oldest
+        newcomer = LegacyClient(live.url + "/mcp")
+        await newcomer.initialize()
+        assert (await newcomer.call("tools/list")).status == 200
+        evicted = await idle[1].call("tools/list")
+        kept = [(await client.call("tools/list")).status for client in (idle[0], *idle[2:])]
+        assert app._legacy is not None
+        assert len(app._legacy.sessions) == 20
+    assert evicted.status == 404
+    assert "unknown or expired session" in evicted.final["error"]["message"]
+    assert kept == [200] * 19
+
+
+async def test_a_full_table_of_sessions_in_use_is_503_with_retry_after() -> None:
+    """max_sessions=2, both sessions holding their GET stream open: initialize is 503 with
+    Retry-After; once one stream has closed, that session makes room."""
+    with serve(legacy_app(Probe(), max_sessions=2, **UNLIMITED)) as live:
+        first, second, third = (LegacyClient(live.url + "/mcp") for _ in range(3))
+        await first.initialize()
+        await second.initialize()
+        async with second.get_stream():
+            async with first.get_stream() as stream:
+                refused = await initialize(third, {})
+                await stream.drop()
+            with anyio.fail_after(5):
+                while (await initialize(third, {})).status != 200:  # noqa: ASYNC110
+                    await anyio.sleep(0.01)  # the server has yet to see the stream close
+            still = await second.call("tools/list")
+        gone = await first.call("tools/list")
+    assert refused.status == 503
+    assert refused.headers["retry-after"] == "5"
+    assert refused.final["error"]["data"]["reason"] == "sessions_full"
+    assert still.status == 200
+    assert gone.status == 404
+
+
+async def test_a_session_whose_request_runs_on_without_its_client_is_not_evicted() -> None:
+    """legacy_disconnect_cancels=False, max_sessions=1: the client of a slow call hangs up
+    and the call runs on; its session is not idle, so initialize is 503 and the call is
+    not cancelled. Once the call is done, the session makes room."""
+    probe = Probe()
+    app = legacy_app(probe, max_sessions=1, legacy_disconnect_cancels=False, **UNLIMITED)
+    with serve(app) as live:
+        client, newcomer = LegacyClient(live.url + "/mcp"), LegacyClient(live.url + "/mcp")
+        await client.initialize()
+        async with client.open("tools/call", {"name": "slow"}) as stream:
+            await wait_for(probe.started)
+            await stream.drop()
+        assert app._legacy is not None
+        (session,) = app._legacy.sessions
+        await eventually(lambda: not session._open, what="the server to see the hang-up")
+        refused = await initialize(newcomer, {})
+        probe.release.set()
+        await wait_for(probe.exited)
+        await eventually(lambda: session.idle, what="the call to end")
+        admitted = await initialize(newcomer, {})
+    assert refused.status == 503
+    assert probe.reason is None
+    assert probe.notes == ["finished"]
+    assert admitted.status == 200
+
+
+def test_the_least_recently_used_idle_session_is_evicted_and_closed() -> None:
+    """Full table: a fresh idle session goes first, then the session idle the longest
+    (its last exchange closed first); one with an exchange open never goes. The evicted
+    session is closed and its client's hold given back."""
+    limits = ClientLimits(rate=None, burst=1, requests=None, listen_streams=None, sessions=9)
+    store = SessionStore(ttl=1800, max_sessions=3, clock=Clock(0.0))
+
+    def create(proven: bool = True) -> LegacySession | None:
+        session = store.create(
+            protocol_version=LATEST,
+            capabilities={},
+            client_info=None,
+            hold=limits.hold("sessions", "c"),
+        )
+        if session is not None and proven:
+            store.prove(session)
+        return session
+
+    a, b, busy = create(), create(), create()
+    assert a is not None
+    assert b is not None
+    assert busy is not None
+    busy.use()  # a GET stream open, say
+    a.use()()  # a request came and went: b is now the least recently used
+    fresh = create()  # room made by b
+    assert fresh is not None
+    assert store.get(b.id) is None
+    assert b.closed.is_set()
+    store.prove(fresh)
+    fresh.use()()  # a used since, fresh more recently: a goes next
+    assert create(proven=False) is not None
+    assert store.get(a.id) is None
+    assert a.closed.is_set()
+    last = create()  # the unproven (fresh) one went first
+    assert last is not None
+    assert [s.id for s in store] == [busy.id, fresh.id, last.id]
+    assert limits.held("sessions", "c") == 3
+
+
 def test_a_full_table_of_sessions_in_use_refuses_at_once() -> None:
     """With every session in real use, initialize is refused without a scan: the clock
     (read once per session looked at) is read as often with 10,000 sessions as with 10."""
@@ -126,6 +239,7 @@ def test_a_full_table_of_sessions_in_use_refuses_at_once() -> None:
             session = store.create(protocol_version=LATEST, capabilities={}, client_info=None)
             assert session is not None
             store.prove(session)
+            session.use()  # an exchange open: not idle
         clock.reads = 0
         assert store.create(protocol_version=LATEST, capabilities={}, client_info=None) is None
         return clock.reads
