@@ -148,9 +148,12 @@ class Tool:
                 structured = json_value(value.structured_content)
                 if not value.is_error:
                     self.output.conform(structured)
+            elif not value.is_error:
+                self.output.unstructured("a ToolResult without structured_content")
             return value.to_json(structured)
         blocks = tool_content(value)
         if blocks is not None:
+            self.output.unstructured("content blocks")
             return {"content": blocks}
         if self.output.schema is not None:
             structured = self.output.structured(value)

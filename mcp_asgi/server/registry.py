@@ -91,7 +91,9 @@ class Registry:
         `inputSchema`); its return annotation decides whether the result is structured
         (`outputSchema`, `structuredContent`) or plain text content.
 
-        - `name`: the tool's name; default: the function's name.
+        - `name`: the tool's name; default: the function's name. 1 to 128 ASCII letters,
+          digits, `_`, `-` or `.` (the spec's rule, else `ValueError`); a dot or more than
+          64 characters warns (`ToolNameWarning`): several popular clients refuse those.
         - `title`: a human-readable name for user interfaces.
         - `description`: what the tool does, for the model; default: the docstring's text
           before its `Args:` section.
@@ -107,8 +109,9 @@ class Registry:
           the handler's own type hints convert them; its `properties` must be handler
           parameters.
         - `output_schema`: the `outputSchema` to list instead of the one the return
-          annotation gives, kept verbatim. What the tool returns (unless content blocks or
-          a `ToolResult` with `is_error`) is its `structuredContent`, and must match it.
+          annotation gives, kept verbatim. What the tool returns (unless a `ToolResult`
+          with `is_error`) is its `structuredContent`, and must match it; content blocks
+          alone, which have none, are an `isError` result.
         - `timeout`: seconds after which a call is cancelled (reason `timeout`); it can only
           shorten the endpoint's `max_request_duration`, not extend it.
         - `scopes`: the OAuth scopes a caller needs (with authorization on), e.g.

@@ -17,7 +17,7 @@ from starlette.datastructures import UploadFile
 
 from mcp_asgi.lifecycle.cancel import CancelToken
 from mcp_asgi.protocol.request import ParamHeader
-from mcp_asgi.server.content import InvalidResult, is_content_type
+from mcp_asgi.server.content import InvalidResult, may_be_content
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.depends import Dependencies, injected
 from mcp_asgi.server.json_schema import JsonSchema
@@ -242,6 +242,15 @@ class OutputSpec:
         self.conform(data)
         return data
 
+    def unstructured(self, what: str) -> None:
+        """Raise `InvalidResult` if the tool lists an output schema: a result without
+        structured content would break it (clients refuse such a result)."""
+        if self.schema is not None:
+            raise InvalidResult(
+                f"it returned {what}, but its outputSchema promises structured content: "
+                "return data that matches it, or ToolResult(blocks, structured_content=...)"
+            )
+
     def conform(self, data: Any) -> None:
         """Raise `InvalidResult` if `data` does not match the given output schema."""
         problem = self.given.problems(data) if self.given is not None else None
@@ -264,12 +273,12 @@ def output_spec(
 ) -> OutputSpec:
     """The output schema: `given` (the tool's `output_schema=`), else derived from the
     return annotation (objects as they are, other types wrapped in `{"result": ...}`).
-    Content blocks and `ToolResult` in the annotation, `str`, `None` or none at all mean
-    unstructured content. `TypeError` naming `owner` for an annotation without a JSON
-    Schema."""
+    An annotation that may be content blocks (`may_be_content`: a block, `ToolResult`,
+    `object`, `list[Any]`...), `str`, `None` or none at all mean unstructured content.
+    `TypeError` naming `owner` for an annotation without a JSON Schema."""
     annotation = typing.get_type_hints(fn, include_extras=True).get("return", Any)
     unstructured = annotation in (Any, str, type(None), None)
-    if unstructured or _is_awaitable(annotation) or is_content_type(annotation):
+    if unstructured or _is_awaitable(annotation) or may_be_content(annotation):
         if given is None:
             return OutputSpec(None, None, False)
         return OutputSpec(given.schema, None, False, given)
