@@ -162,7 +162,7 @@ def _no_schema(fields: dict[str, Any], owner: str, exc: Exception) -> TypeError:
         try:
             _arguments_model({key: (annotation, info)})
         except pydantic.PydanticUserError:
-            param, shown = info.alias, type_name(annotation)
+            param, shown = info.alias, _type_name(annotation)
             return TypeError(
                 f"{owner}: parameter {param!r} has type {shown}, which has no JSON Schema; "
                 f"if it is a dependency, write `{param}: {shown} = Depends(get_{param})`; "
@@ -172,8 +172,11 @@ def _no_schema(fields: dict[str, Any], owner: str, exc: Exception) -> TypeError:
     return TypeError(f"{owner}: parameter types cannot be served as JSON: {exc}")
 
 
-def type_name(annotation: Any) -> str:
-    """A type hint as written in code: `Foo`, `list[Foo]`, `Optional[Foo]` (no modules)."""
+def _type_name(annotation: Any) -> str:
+    """A type hint as written in code: `Foo`, `list[Foo]`, `Optional[Foo]` (no modules,
+    no `Annotated` metadata)."""
+    if get_origin(annotation) is typing.Annotated:
+        return _type_name(typing.get_args(annotation)[0])
     if isinstance(annotation, type) and not typing.get_args(annotation):
         return annotation.__qualname__
     return _DOTTED.sub(r"\1", str(annotation))
@@ -287,7 +290,7 @@ def output_spec(
         schema = adapter.json_schema(mode="serialization")
     except pydantic.PydanticUserError:
         raise TypeError(
-            f"{owner}: its return annotation {type_name(annotation)} has no JSON Schema, "
+            f"{owner}: its return annotation {_type_name(annotation)} has no JSON Schema, "
             "so what it returns cannot be sent: annotate a type JSON can hold (str, a dict, "
             "a list, a pydantic model, a dataclass, a TypedDict...) or content blocks"
         ) from None

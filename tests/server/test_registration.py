@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 import fastapi
 import pytest
+from pydantic import Field
 from starlette.datastructures import UploadFile
 
 from mcp_asgi import McpServer, ToolNameWarning
@@ -35,6 +36,10 @@ def _nested_class(rows: list[Database]) -> str:
     return ""
 
 
+def _annotated_class(db: Annotated[Database, Field(description="the database")]) -> str:
+    return ""
+
+
 def _returns_class() -> Database:
     return Database()
 
@@ -52,6 +57,7 @@ def _returns_class() -> Database:
             ],
         ),
         (_nested_class, ["parameter 'rows' has type list[Database]"]),
+        (_annotated_class, ["`db: Database = Depends(get_db)`"]),
         (_returns_class, ["tool 't'", "return annotation Database has no JSON Schema"]),
     ],
     ids=lambda v: getattr(v, "__name__", "")[1:] or None,
