@@ -30,6 +30,7 @@ from mcp_asgi.server.content import (
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import McpServer
 from mcp_asgi.server.metadata import Annotations, Icon, ToolAnnotations
+from mcp_asgi.server.registry import ToolNameWarning
 from mcp_asgi.server.sources import SourceTool, ToolSource
 from mcp_asgi.settings import McpSettings
 from mcp_asgi.stdio import run_stdio, serve_stdio
@@ -64,6 +65,7 @@ __all__ = [
     "TextResource",
     "TokenVerifier",
     "ToolAnnotations",
+    "ToolNameWarning",
     "ToolResult",
     "ToolSource",
     "__version__",

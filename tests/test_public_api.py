@@ -37,6 +37,7 @@ EXPORTED = [
     "TextResource",
     "TokenVerifier",
     "ToolAnnotations",
+    "ToolNameWarning",
     "ToolResult",
     "ToolSource",
     "__version__",

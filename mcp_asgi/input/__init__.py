@@ -1,6 +1,7 @@
 """Asking the client for input mid-request (MRTR): `ctx.elicit`, `sample`, `list_roots`.
 
     asking          Asking: the questions and their answers, in either era
+    form            Form: a form's answer checked against the JSON Schema asked
     rounds          InputRounds / InputRound: 2026-07-28 rounds, InputRequiredResult
     live            LiveInput: 2025-era questions sent as requests, answered by POSTs
     request_state   sealing `requestState` (HMAC, expiry, bindings)

@@ -17,6 +17,7 @@ from typing import Any, Final, Generic, Literal, TypeVar, overload
 import anyio
 import pydantic
 
+from mcp_asgi.input.form import Form
 from mcp_asgi.protocol.jsonrpc import MISSING_CLIENT_CAPABILITY, JsonObject, McpError, ProtocolError
 from mcp_asgi.protocol.request import McpRequest
 
@@ -75,22 +76,32 @@ class Asking:
     async def elicit(
         self, message: str, schema: type[pydantic.BaseModel] | Mapping[str, Any], *, key: Any = None
     ) -> ElicitResult[Any]:
-        """Ask the user to fill in a form (flat object schema of primitives)."""
-        model = schema if isinstance(schema, type) else None
-        if model is not None:
-            requested = model.model_json_schema()
+        """Ask the user to fill in a form (flat object schema of primitives). An accepted
+        answer that does not fit the schema (or the model) is the client's error: -32602
+        saying what is wrong where."""
+        form: Form | type[pydantic.BaseModel]
+        if isinstance(schema, type):
+            form = schema
+            requested = schema.model_json_schema()
             requested.pop("title", None)
         else:
-            requested = dict(schema)  # type: ignore[arg-type]
+            requested = dict(schema)
+            form = Form(requested)
         params = {"mode": "form", "message": message, "requestedSchema": requested}
         answer = await self._ask(key, ELICIT, params, {"elicitation": {}})
         content = answer.get("content")
-        if answer["action"] != "accept" or model is None:
-            return ElicitResult(answer["action"], content if answer["action"] == "accept" else None)
-        try:
-            return ElicitResult("accept", model.model_validate(content or {}))
-        except pydantic.ValidationError:
-            raise self._bad_response(key, "content does not match the requested schema") from None
+        if answer["action"] != "accept":
+            return ElicitResult(answer["action"])
+        if isinstance(form, Form):
+            problem = form.problems({} if content is None else content)
+            if problem is None:
+                return ElicitResult("accept", content)
+        else:
+            try:
+                return ElicitResult("accept", form.model_validate(content or {}))
+            except pydantic.ValidationError as exc:
+                problem = _problems(exc)
+        raise self._bad_response(key, f"content does not match the requested schema: {problem}")
 
     async def elicit_url(
         self, message: str, url: str, *, key: str | None = None
@@ -181,6 +192,15 @@ class Asking:
         if "role" not in response or not isinstance(response.get("content"), (dict, list)):
             raise self._bad_response(key, "is not a CreateMessageResult")
         return {k: v for k, v in response.items() if k not in ("resultType", "_meta")}
+
+
+def _problems(exc: pydantic.ValidationError) -> str:
+    """A model's validation errors, each with the field it is in."""
+    said = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"])
+        said.append(f"{where}: {error['msg']}" if where else error["msg"])
+    return "; ".join(said)
 
 
 async def ask_all(questions: Sequence[Awaitable[Any]]) -> list[Any]:

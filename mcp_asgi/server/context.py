@@ -362,6 +362,8 @@ class Context:
         `InputRequiredResult`; the client's retry runs the handler again, from the top, and
         this call returns the answer. On a 2025-era request, `elicitation/create` is sent on
         the request's stream and this call waits for the client's answer (docs/input.md).
+        Accepted content that does not fit the schema or model ends the request with
+        -32602 saying what is wrong, so what this returns always fits.
         """
         return await self._input_round().elicit(message, schema, key=key)
 

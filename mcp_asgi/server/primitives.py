@@ -77,7 +77,7 @@ class Tool:
         """Read the handler; `input_schema` and `output_schema` replace the schemas its
         hints would give (`TypeError`/`ValueError` naming the tool if one is unusable)."""
         owner = f"tool {name!r}"
-        signature = inspect_handler(fn, name=name)
+        signature = inspect_handler(fn, name=owner)
         given = None
         if input_schema is not None:
             given = JsonSchema(input_schema, owner=owner, option="input_schema")
@@ -90,12 +90,12 @@ class Tool:
             name=name,
             fn=fn,
             signature=signature,
-            output=output_spec(fn, returned),
+            output=output_spec(fn, returned, owner=owner),
             description=description,
             extras=extras,
             timeout=timeout,
             input_schema=schema,
-            headers=param_headers(schema, name=name),
+            headers=param_headers(schema, name=owner),
             arguments_schema=given,
         )
 
@@ -148,9 +148,12 @@ class Tool:
                 structured = json_value(value.structured_content)
                 if not value.is_error:
                     self.output.conform(structured)
+            elif not value.is_error:
+                self.output.unstructured("a ToolResult without structured_content")
             return value.to_json(structured)
         blocks = tool_content(value)
         if blocks is not None:
+            self.output.unstructured("content blocks")
             return {"content": blocks}
         if self.output.schema is not None:
             structured = self.output.structured(value)
@@ -213,7 +216,7 @@ class Resource:
         mime_type: str | None,
         extras: Extras = NO_EXTRAS,
     ) -> Resource:
-        signature = inspect_handler(fn, name=name)
+        signature = inspect_handler(fn, name=f"resource {uri!r}")
         variables = _TEMPLATE_VAR.findall(uri)
         params = set(signature.parameters)
         if set(variables) != params:
@@ -275,7 +278,8 @@ class Prompt:
     def build(
         cls, fn: Handler, *, name: str, description: str | None, extras: Extras = NO_EXTRAS
     ) -> Prompt:
-        return cls(name, fn, inspect_handler(fn, name=name), description, extras)
+        signature = inspect_handler(fn, name=f"prompt {name!r}")
+        return cls(name, fn, signature, description, extras)
 
     def describe(self) -> JsonObject:
         entry: JsonObject = {"name": self.name}

@@ -8,8 +8,12 @@ from the handler, and refuses a name that is already taken.
 
 from __future__ import annotations
 
+import re
+import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar, get_args, overload
+from types import FrameType
+from typing import Any, Final, TypeVar, get_args, overload
 
 from mcp_asgi.server.metadata import (
     Annotations,
@@ -87,7 +91,9 @@ class Registry:
         `inputSchema`); its return annotation decides whether the result is structured
         (`outputSchema`, `structuredContent`) or plain text content.
 
-        - `name`: the tool's name; default: the function's name.
+        - `name`: the tool's name; default: the function's name. 1 to 128 ASCII letters,
+          digits, `_`, `-` or `.` (the spec's rule, else `ValueError`); a dot or more than
+          64 characters warns (`ToolNameWarning`): several popular clients refuse those.
         - `title`: a human-readable name for user interfaces.
         - `description`: what the tool does, for the model; default: the docstring's text
           before its `Args:` section.
@@ -103,8 +109,9 @@ class Registry:
           the handler's own type hints convert them; its `properties` must be handler
           parameters.
         - `output_schema`: the `outputSchema` to list instead of the one the return
-          annotation gives, kept verbatim. What the tool returns (unless content blocks or
-          a `ToolResult` with `is_error`) is its `structuredContent`, and must match it.
+          annotation gives, kept verbatim. What the tool returns (unless a `ToolResult`
+          with `is_error`) is its `structuredContent`, and must match it; content blocks
+          alone, which have none, are an `isError` result.
         - `timeout`: seconds after which a call is cancelled (reason `timeout`); it can only
           shorten the endpoint's `max_request_duration`, not extend it.
         - `scopes`: the OAuth scopes a caller needs (with authorization on), e.g.
@@ -134,6 +141,7 @@ class Registry:
 
         def register(fn: F) -> F:
             tool_name = name or fn.__name__
+            _check_tool_name(tool_name)
             owner = f"tool {tool_name!r}"
             extras = Extras(
                 title=_check_title(title, owner),
@@ -342,6 +350,42 @@ class Registry:
 def _check_name(name: str | None, what: str) -> None:
     if name is not None and (not isinstance(name, str) or not name):
         raise TypeError(f"{what} name must be a non-empty string")
+
+
+class ToolNameWarning(UserWarning):
+    """A tool name the MCP spec allows but several popular clients refuse: one with a dot,
+    or longer than 64 characters (`@server.tool` warns when it is registered)."""
+
+
+_TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,128}\Z")
+
+
+def _check_tool_name(name: str) -> None:
+    """Refuse a name outside the spec's rule (1 to 128 of `A-Z a-z 0-9 _ - .`); warn
+    (`ToolNameWarning`) about one that clients which allow only `[A-Za-z0-9_-]{1,64}` refuse."""
+    if not _TOOL_NAME.match(name):
+        raise ValueError(
+            f"tool name {name!r} is not a valid MCP tool name: use 1 to 128 ASCII letters, "
+            "digits, '_', '-' or '.' (pass name=... to @server.tool to choose another)"
+        )
+    if "." in name or len(name) > 64:
+        warnings.warn(
+            f"tool name {name!r} {'has a dot' if '.' in name else 'is longer than 64 characters'}"
+            ": several popular MCP clients refuse such names (they allow only letters, "
+            "digits, '_' and '-', at most 64); rename it with name=... to reach them all",
+            ToolNameWarning,
+            stacklevel=_caller_level(),
+        )
+
+
+def _caller_level() -> int:
+    """The `stacklevel` that points a warning at the first frame outside this module: the
+    user's decorator line, however the decorator was called."""
+    level = 1
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        level, frame = level + 1, frame.f_back
+    return level
 
 
 def _check_title(title: str | None, owner: str) -> str | None:

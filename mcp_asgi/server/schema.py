@@ -13,10 +13,11 @@ from typing import Any, Final, get_origin
 import pydantic
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 from pydantic.fields import FieldInfo
+from starlette.datastructures import UploadFile
 
 from mcp_asgi.lifecycle.cancel import CancelToken
 from mcp_asgi.protocol.request import ParamHeader
-from mcp_asgi.server.content import InvalidResult, is_content_type
+from mcp_asgi.server.content import InvalidResult, may_be_content
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.depends import Dependencies, injected
 from mcp_asgi.server.json_schema import JsonSchema
@@ -24,6 +25,7 @@ from mcp_asgi.server.json_schema import JsonSchema
 _ARGS_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
 _ARG_LINE = re.compile(r"^\s+(\*{0,2}\w+)(?:\s*\([^)]*\))?\s*:\s*(.*)$")
 _HEADER_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+_DOTTED = re.compile(r"(?:\w+\.)+(\w+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +116,13 @@ def inspect_handler(fn: Callable[..., Any], *, name: str) -> HandlerSignature:
         if kind == "depends":
             dependency_params.append(param.replace(annotation=annotation))
             continue
+        if _names_upload(annotation):
+            raise TypeError(
+                f"{name}: parameter {param.name!r} is an UploadFile, but a handler's arguments "
+                "are the call's JSON values, never uploaded files: take the file's contents "
+                "as a `str` argument (base64 for binary data, e.g. pydantic's Base64Bytes), "
+                "or a URL or resource URI to fetch it from"
+            )
         default = ... if param.default is param.empty else param.default
         description = arg_docs.get(param.name)
         fields[f"p{index}"] = (
@@ -121,14 +130,9 @@ def inspect_handler(fn: Callable[..., Any], *, name: str) -> HandlerSignature:
             pydantic.Field(default, alias=param.name, description=description),
         )
     try:
-        model = pydantic.create_model(
-            f"{name}_arguments",
-            __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
-            **fields,
-        )
-        model.model_json_schema(by_alias=True)
+        model = _arguments_model(fields)
     except pydantic.PydanticUserError as exc:
-        raise TypeError(f"{name}: parameter types cannot be served as JSON: {exc}") from exc
+        raise _no_schema(fields, name, exc) from None
     return HandlerSignature(
         arguments=model,
         context_param=context_param,
@@ -139,6 +143,50 @@ def inspect_handler(fn: Callable[..., Any], *, name: str) -> HandlerSignature:
         if dependency_params
         else None,
     )
+
+
+def _arguments_model(fields: dict[str, Any]) -> type[BaseModel]:
+    """The model of a handler's arguments, checked to have a JSON Schema (pydantic's
+    `PydanticUserError` if a type has none)."""
+    model: type[BaseModel] = pydantic.create_model(
+        "Arguments", __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False), **fields
+    )
+    model.model_json_schema(by_alias=True)
+    return model
+
+
+def _no_schema(fields: dict[str, Any], owner: str, exc: Exception) -> TypeError:
+    """The error for arguments without a JSON Schema, naming the first parameter at fault
+    (found by trying each alone) and what to write instead."""
+    for key, (annotation, info) in fields.items():
+        try:
+            _arguments_model({key: (annotation, info)})
+        except pydantic.PydanticUserError:
+            param, shown = info.alias, _type_name(annotation)
+            return TypeError(
+                f"{owner}: parameter {param!r} has type {shown}, which has no JSON Schema; "
+                f"if it is a dependency, write `{param}: {shown} = Depends(get_{param})`; "
+                "if it is an argument, give it a type JSON can hold (str, int, list[str], "
+                "a pydantic model, a dataclass, a TypedDict...)"
+            )
+    return TypeError(f"{owner}: parameter types cannot be served as JSON: {exc}")
+
+
+def _type_name(annotation: Any) -> str:
+    """A type hint as written in code: `Foo`, `list[Foo]`, `Optional[Foo]` (no modules,
+    no `Annotated` metadata)."""
+    if get_origin(annotation) is typing.Annotated:
+        return _type_name(typing.get_args(annotation)[0])
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return annotation.__qualname__
+    return _DOTTED.sub(r"\1", str(annotation))
+
+
+def _names_upload(annotation: Any) -> bool:
+    """Whether a type hint is, or holds, Starlette's (or FastAPI's) `UploadFile`."""
+    if isinstance(annotation, type) and issubclass(annotation, UploadFile):
+        return True
+    return any(_names_upload(arg) for arg in typing.get_args(annotation))
 
 
 def parse_docstring(fn: Callable[..., Any]) -> tuple[str | None, dict[str, str]]:
@@ -197,6 +245,15 @@ class OutputSpec:
         self.conform(data)
         return data
 
+    def unstructured(self, what: str) -> None:
+        """Raise `InvalidResult` if the tool lists an output schema: a result without
+        structured content would break it (clients refuse such a result)."""
+        if self.schema is not None:
+            raise InvalidResult(
+                f"it returned {what}, but its outputSchema promises structured content: "
+                "return data that matches it, or ToolResult(blocks, structured_content=...)"
+            )
+
     def conform(self, data: Any) -> None:
         """Raise `InvalidResult` if `data` does not match the given output schema."""
         problem = self.given.problems(data) if self.given is not None else None
@@ -214,21 +271,31 @@ def json_value(value: Any) -> Any:
     return _ANY.dump_python(value, mode="json", warnings="error")
 
 
-def output_spec(fn: Callable[..., Any], given: JsonSchema | None = None) -> OutputSpec:
+def output_spec(
+    fn: Callable[..., Any], given: JsonSchema | None = None, *, owner: str = "tool"
+) -> OutputSpec:
     """The output schema: `given` (the tool's `output_schema=`), else derived from the
     return annotation (objects as they are, other types wrapped in `{"result": ...}`).
-    Content blocks and `ToolResult` in the annotation, `str`, `None` or none at all mean
-    unstructured content."""
+    An annotation that may be content blocks (`may_be_content`: a block, `ToolResult`,
+    `object`, `list[Any]`...), `str`, `None` or none at all mean unstructured content.
+    `TypeError` naming `owner` for an annotation without a JSON Schema."""
     annotation = typing.get_type_hints(fn, include_extras=True).get("return", Any)
     unstructured = annotation in (Any, str, type(None), None)
-    if unstructured or _is_awaitable(annotation) or is_content_type(annotation):
+    if unstructured or _is_awaitable(annotation) or may_be_content(annotation):
         if given is None:
             return OutputSpec(None, None, False)
         return OutputSpec(given.schema, None, False, given)
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+        schema = adapter.json_schema(mode="serialization")
+    except pydantic.PydanticUserError:
+        raise TypeError(
+            f"{owner}: its return annotation {_type_name(annotation)} has no JSON Schema, "
+            "so what it returns cannot be sent: annotate a type JSON can hold (str, a dict, "
+            "a list, a pydantic model, a dataclass, a TypedDict...) or content blocks"
+        ) from None
     if given is not None:
-        return OutputSpec(given.schema, TypeAdapter(annotation), False, given)
-    adapter: TypeAdapter[Any] = TypeAdapter(annotation)
-    schema = adapter.json_schema(mode="serialization")
+        return OutputSpec(given.schema, adapter, False, given)
     if _is_object(annotation):
         schema.pop("title", None)
         return OutputSpec(schema, adapter, False)

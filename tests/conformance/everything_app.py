@@ -113,43 +113,45 @@ class Sep1034Defaults(BaseModel):
 
 
 SEP1330_ENUMS_SCHEMA: dict[str, Any] = {
+    # The values the scenario's description asks for: its client answers with them, and an
+    # answer outside the schema is refused (-32602).
     "type": "object",
     "properties": {
         "untitledSingle": {
             "type": "string",
             "description": "Simple enum without titles",
-            "enum": ["active", "inactive", "pending"],
+            "enum": ["option1", "option2", "option3"],
         },
         "titledSingle": {
             "type": "string",
             "description": "Enum with titled options (oneOf)",
             "oneOf": [
-                {"const": "low", "title": "Low Priority"},
-                {"const": "medium", "title": "Medium Priority"},
-                {"const": "high", "title": "High Priority"},
+                {"const": "value1", "title": "First Option"},
+                {"const": "value2", "title": "Second Option"},
+                {"const": "value3", "title": "Third Option"},
             ],
         },
         "untitledMulti": {
             "type": "array",
             "description": "Multi-select without titles",
-            "items": {"type": "string", "enum": ["read", "write", "execute"]},
+            "items": {"type": "string", "enum": ["option1", "option2", "option3"]},
         },
         "titledMulti": {
             "type": "array",
             "description": "Multi-select with titled options",
             "items": {
                 "anyOf": [
-                    {"const": "feature", "title": "New Feature"},
-                    {"const": "bug", "title": "Bug Fix"},
-                    {"const": "docs", "title": "Documentation"},
+                    {"const": "value1", "title": "First Choice"},
+                    {"const": "value2", "title": "Second Choice"},
+                    {"const": "value3", "title": "Third Choice"},
                 ]
             },
         },
         "legacyEnum": {
             "type": "string",
             "description": "Legacy enum with enumNames",
-            "enum": ["small", "medium", "large"],
-            "enumNames": ["Small Size", "Medium Size", "Large Size"],
+            "enum": ["opt1", "opt2", "opt3"],
+            "enumNames": ["Option One", "Option Two", "Option Three"],
         },
     },
     "required": ["untitledSingle", "titledSingle", "untitledMulti", "titledMulti", "legacyEnum"],

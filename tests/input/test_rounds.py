@@ -362,3 +362,72 @@ async def test_state_is_bound_to_the_authenticated_principal() -> None:
     assert await rejected(stolen) == "principal"
     assert await rejected(unsigned) == "principal"
     assert done.final["result"]["content"][0]["text"] == "Oslo: 5 seats"
+
+
+FORM: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "color": {"type": "string", "enum": ["red", "green"]},
+        "age": {"type": "integer", "minimum": 18},
+        "email": {"type": "string", "format": "email"},
+    },
+    "required": ["name"],
+}
+WRONG_FORMS = [
+    ({"name": 123}, "name: 123 is not of type 'string'"),
+    ({}, "'name' is a required property"),
+    (None, "'name' is a required property"),
+    ({"name": "Ada", "color": "purple"}, "color: 'purple' is not one of ['red', 'green']"),
+    ({"name": "Ada", "age": 12}, "age: 12 is less than the minimum of 18"),
+    ({"name": "Ada", "email": "nope"}, "email: 'nope' is not a valid email"),
+]
+
+
+def form_server() -> McpServer:
+    server = McpServer("form")
+
+    @server.tool()
+    async def profile(ctx: Context) -> dict[str, Any]:
+        """Asks for a form given as a plain JSON Schema."""
+        answer = await ctx.elicit("Who are you?", FORM)
+        return {"action": answer.action, "content": answer.content}
+
+    return server
+
+
+async def test_a_form_answer_is_checked_against_the_requested_schema() -> None:
+    """An accepted answer that breaks the plain JSON Schema asked (a wrong type, a missing
+    required field, a value outside the enum, below the minimum, not an email) is -32602
+    with HTTP 400 saying what is wrong where, sealed or not; a fitting one reaches the
+    handler."""
+    params = {"name": "profile", "arguments": {}}
+    with serving(build_app(form_server()), capabilities=ELICIT) as client:
+        refused = []
+        for content, _ in WRONG_FORMS:
+            reply: dict[str, Any] = {"action": "accept"}
+            if content is not None:
+                reply["content"] = content
+            refused.append(
+                await call(client, "tools/call", params, inputResponses={"elicitation-1": reply})
+            )
+        state = (await ask(client, "tools/call", params))["requestState"]
+        sealed = await answer(
+            client, "tools/call", params, state, {"elicitation-1": {"action": "accept"}}
+        )
+        good = {"name": "Ada", "color": "red", "age": 36, "email": "ada@example.com"}
+        fits = await answer(
+            client,
+            "tools/call",
+            params,
+            state,
+            {"elicitation-1": {"action": "accept", "content": good}},
+        )
+    expected = [words for _, words in WRONG_FORMS] + [WRONG_FORMS[1][1]]
+    for response, words in zip([*refused, sealed], expected, strict=True):
+        assert response.status == 400
+        error = response.final["error"]
+        assert error["code"] == -32602
+        assert "content does not match the requested schema" in error["message"]
+        assert words in error["message"]
+    assert fits.final["result"]["structuredContent"] == {"action": "accept", "content": good}

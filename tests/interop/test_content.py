@@ -101,6 +101,15 @@ def build() -> McpServer:
     async def shipment(address: str | None = None, pickup: int | None = None) -> list[str]:
         return [f"T{pickup or 0}"]
 
+    @server.tool()
+    async def loose() -> list[Any]:
+        """Blocks under an annotation that could be data: no outputSchema is listed."""
+        return ["The cover:", Image(PNG, "image/png")]
+
+    @server.tool()
+    def objects() -> list[object]:
+        return [Audio(WAV, "audio/wav")]
+
     @server.resource("media://album", mime_type="text/plain", title="The album")
     async def album() -> list[TextResource | BlobResource]:
         return [
@@ -196,6 +205,21 @@ async def test_python_sdk_reads_full_results_and_given_schemas(url: str) -> None
     assert refused.is_error
 
 
+@pytest.mark.parametrize("mode", [MODERN, "legacy"])
+async def test_python_sdk_calls_tools_whose_annotation_may_hold_blocks(url: str, mode: str) -> None:
+    """`-> list[Any]` and `-> list[object]` tools returning blocks: listed without an
+    outputSchema, so the client (which checks every result against the listed schema,
+    after tools/list) accepts their results, in both eras."""
+    async with Client(url, mode=mode, cache=None) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        loose = await client.call_tool("loose", {})
+        objects = await client.call_tool("objects", {})
+    assert (tools["loose"].output_schema, tools["objects"].output_schema) == (None, None)
+    assert [block.type for block in loose.content] == ["text", "image"]
+    assert [block.type for block in objects.content] == ["audio"]
+    assert (loose.is_error, objects.is_error) == (False, False)
+
+
 async def test_python_sdk_reads_several_contents_and_prompt_blocks(url: str) -> None:
     """A resource with several contents (text and blobs); a prompt with image and audio."""
     async with pinned(url) as client:
@@ -272,6 +296,11 @@ async def test_typescript_v2_client_reads_every_kind(url: str) -> None:
     full = out["calls"]["full"]
     assert (full["structuredContent"], full["meta"]["com.example/trace"]) == ({"id": 7}, "abc")
     assert out["calls"]["shipment"]["structuredContent"] == ["T3"]
+    assert "outputSchema" not in out["tools"]["loose"]
+    loose, objects = out["calls"]["loose"], out["calls"]["objects"]
+    assert [block["type"] for block in loose["content"]] == ["text", "image"]
+    assert [block["type"] for block in objects["content"]] == ["audio"]
+    assert (loose["isError"], objects["isError"]) == (False, False)
     ship = out["tools"]["shipment"]
     assert (ship["inputSchema"], ship["outputSchema"]) == (SHIPMENT, TRACKING)
     assert (ship["title"], ship["_meta"]) == ("Ship it", {"com.example/team": "logistics"})
@@ -324,3 +353,6 @@ async def test_typescript_1x_client_in_2025_mode(url: str) -> None:
     ]
     assert out["full"]["structuredContent"] == {"id": 7}
     assert out["shipment"] == {"types": ["text"]}
+    assert (out["outputSchemas"]["loose"], out["outputSchemas"]["objects"]) == (None, None)
+    assert out["loose"] == {"types": ["text", "image"]}
+    assert out["objects"] == {"types": ["audio"]}

@@ -18,6 +18,7 @@ from mcp_asgi import CancelReason, Context, McpServer
 from mcp_asgi.testing import serve
 
 from ..helpers import Probe, mcp_app, wait_for
+from ..input.test_rounds import FORM, WRONG_FORMS
 from ..servers import LegacyClient
 from .test_legacy_node import NODE, NODE_DIR
 
@@ -39,6 +40,12 @@ def asking_server(probe: Probe) -> McpServer:
         roots = await ctx.list_roots()
         assert person.content is not None
         return {"name": person.content.name, "said": said["content"]["text"], "roots": roots}
+
+    @server.tool()
+    async def profile(ctx: Context) -> dict[str, Any]:
+        """Asks for a form given as a plain JSON Schema."""
+        answer = await ctx.elicit("Who are you?", FORM)
+        return {"action": answer.action, "content": answer.content}
 
     @server.tool()
     async def pinged(ctx: Context) -> dict[str, bool]:
@@ -248,3 +255,31 @@ async def test_the_session_ending_ends_the_wait() -> None:
                 assert await stream.next_message() is None
         await wait_for(probe.exited)
     assert probe.reason is CancelReason.SESSION_CLOSED
+
+
+async def test_a_form_answer_is_checked_against_the_requested_schema() -> None:
+    """The same check as a 2026-07-28 retry gets (tests/input/test_rounds.py): a POSTed
+    answer that breaks the plain JSON Schema asked ends the call with -32602 saying what is
+    wrong where; a fitting one reaches the handler."""
+    good = {"name": "Ada", "color": "green"}
+    with serve(mcp_app(asking_server(Probe()))) as live:
+        client = LegacyClient(live.url + "/mcp")
+        await _declare(client)
+        finals = []
+        for content in [*(form for form, _ in WRONG_FORMS), good]:
+            async with client.open("tools/call", {"name": "profile"}) as stream:
+                asked = await _asked(client, stream)
+                result: dict[str, Any] = {"action": "accept"}
+                if content is not None:
+                    result["content"] = content
+                answer = {"jsonrpc": "2.0", "id": asked["id"], "result": result}
+                assert (await client.post(answer, client.session_headers())).status == 202
+                with anyio.fail_after(10):
+                    finals.append(await stream.next_message())
+    for final, (_, words) in zip(finals[:-1], WRONG_FORMS, strict=True):
+        assert final is not None
+        assert final["error"]["code"] == -32602
+        assert "content does not match the requested schema" in final["error"]["message"]
+        assert words in final["error"]["message"]
+    assert finals[-1] is not None
+    assert finals[-1]["result"]["structuredContent"] == {"action": "accept", "content": good}

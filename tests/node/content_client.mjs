@@ -37,7 +37,7 @@ const out = { protocolVersion: client.getNegotiatedProtocolVersion?.() ?? null, 
 for (const tool of (await client.listTools()).tools) {
   out.tools[tool.name] = tool;
 }
-for (const name of ["image", "audio", "mixed", "full", "shipment"]) {
+for (const name of ["image", "audio", "mixed", "full", "shipment", "loose", "objects"]) {
   const args = name === "shipment" ? { pickup: 3 } : {};
   const result = await client.callTool({ name, arguments: args });
   out.calls[name] = {

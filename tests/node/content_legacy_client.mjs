@@ -20,6 +20,8 @@ const out = {
   mixed: await call("mixed", {}),
   full: await call("full", {}),
   shipment: await call("shipment", { pickup: 3 }),
+  loose: await call("loose", {}),
+  objects: await call("objects", {}),
 };
 await transport.terminateSession();
 await client.close();

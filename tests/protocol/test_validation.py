@@ -34,11 +34,6 @@ def build_server() -> McpServer:
         """Echo the text."""
         return text
 
-    @server.tool(name="grüße")
-    async def greet() -> str:
-        """A tool whose name is not ASCII."""
-        return "hallo"
-
     @server.tool()
     async def regional(region: Region, count: Count = 1, flag: Flag = False) -> str:
         """A tool whose arguments are mirrored in Mcp-Param-* headers."""
@@ -48,6 +43,11 @@ def build_server() -> McpServer:
     async def readme() -> str:
         """A static resource."""
         return "read me"
+
+    @server.resource("docs://grüße")
+    async def greet() -> str:
+        """A resource whose URI is not ASCII (tool names must be)."""
+        return "hallo"
 
     return server
 
@@ -254,15 +254,15 @@ CASES = [
         "mcp-name-base64-unicode",
         OK,
         None,
-        body=tool_call("grüße", {}),
-        headers={"mcp-name": b64("grüße")},
+        body=mcp_body("resources/read", {"uri": "docs://grüße"}),
+        headers={"mcp-name": b64("docs://grüße")},
     ),
     case(
         "mcp-name-raw-unicode",
         400,
         MISMATCH,
-        body=tool_call("grüße", {}),
-        headers={"mcp-name": "grüße"},
+        body=mcp_body("resources/read", {"uri": "docs://grüße"}),
+        headers={"mcp-name": "docs://grüße"},
     ),
     case("mcp-name-bad-base64", 400, MISMATCH, headers={"mcp-name": "=?base64?!!!?="}),
     case("mcp-name-base64-not-utf8", 400, MISMATCH, headers={"mcp-name": "=?base64?/w==?="}),

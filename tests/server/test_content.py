@@ -8,8 +8,9 @@ import base64
 import json
 import logging
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from pydantic import BaseModel
@@ -431,3 +432,78 @@ async def test_prompt_shape_that_cannot_be_sent(app: McpMiddleware, name: str, w
     error = (await call(app, "prompts/get", {"name": name})).error
     assert error["code"] == -32603
     assert words in error["message"]
+
+
+# -- a result never breaks the outputSchema its tool lists ----------------------------------------
+
+ORDER = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}
+
+
+def _returning(annotation: Any) -> Any:
+    async def handler() -> None: ...
+
+    handler.__annotations__ = {"return": annotation}
+    return handler
+
+
+@pytest.mark.parametrize(
+    ("annotation", "listed"),
+    [
+        (list[Any], False),
+        (list[object], False),
+        (object, False),
+        (list, False),
+        (tuple[Any, ...], False),
+        (Sequence[object], False),
+        (list[int | Any] | None, False),
+        (Annotated[list[Any], "why"], False),
+        (list[int], True),
+        (dict[str, Any], True),
+        (Count, True),
+    ],
+    ids=str,
+)
+async def test_an_annotation_that_may_hold_blocks_lists_no_output_schema(
+    annotation: Any, listed: bool
+) -> None:
+    """`-> list[Any]` or `-> object` may be content blocks, which carry no structured
+    content: such a tool lists no outputSchema (data it returns is JSON text)."""
+    server = McpServer("open")
+    server.tool(name="t")(_returning(annotation))
+    tools = (await call(mcp_app(server), "tools/list")).result["tools"]
+    assert ("outputSchema" in tools[0]) is listed
+
+
+async def test_a_result_without_structured_content_is_an_error_if_a_schema_is_listed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Blocks, or a ToolResult without structured_content, from a tool whose given
+    outputSchema promises structured content: an isError result saying so (clients refuse
+    a result that is not); an isError ToolResult needs none."""
+    server = McpServer("promised")
+
+    @server.tool(output_schema=ORDER)
+    async def blocks() -> list[Any]:
+        return ["Order 7", Image(PNG, "image/png")]
+
+    @server.tool(output_schema=ORDER)
+    async def bare() -> ToolResult:
+        return ToolResult(["Order 7"])
+
+    @server.tool(output_schema=ORDER)
+    async def failed() -> ToolResult:
+        return ToolResult(["no order"], is_error=True)
+
+    app = mcp_app(server)
+    with caplog.at_level(logging.ERROR, logger="mcp_asgi.errors"):
+        results = {
+            name: (await call(app, "tools/call", {"name": name})).result
+            for name in ("blocks", "bare", "failed")
+        }
+    for name, what in (("blocks", "content blocks"), ("bare", "a ToolResult without")):
+        assert results[name]["isError"] is True
+        text = results[name]["content"][0]["text"]
+        assert f"returned {what}" in text
+        assert "outputSchema promises structured content" in text
+    assert results["failed"]["content"] == [{"type": "text", "text": "no order"}]
+    assert results["failed"]["isError"] is True

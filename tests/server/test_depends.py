@@ -294,7 +294,7 @@ def test_what_cannot_be_served_is_refused_at_registration(
     with pytest.raises(TypeError) as caught:
         server.tool(name="t")(handler)
     message = str(caught.value)
-    assert message.startswith("t: ")
+    assert message.startswith("tool 't': ")
     for part in says:
         assert part in message
 
@@ -324,7 +324,7 @@ def test_dependencies_without_fastapi_s_solver_are_refused(
         return x
 
     with pytest.raises(
-        TypeError, match=r"t: FastAPI dependencies need FastAPI .*mcp-asgi\[fastapi\]"
+        TypeError, match=r"tool 't': FastAPI dependencies need FastAPI .*mcp-asgi\[fastapi\]"
     ):
         server.tool(name="t")(handler)
 

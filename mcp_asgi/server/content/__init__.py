@@ -21,7 +21,7 @@ from mcp_asgi.server.content.blocks import (
 )
 from mcp_asgi.server.content.read import (
     InvalidResult,
-    is_content_type,
+    may_be_content,
     message_content,
     resource_contents,
     tool_content,
@@ -41,7 +41,7 @@ __all__ = [
     "TextContent",
     "TextResource",
     "ToolResult",
-    "is_content_type",
+    "may_be_content",
     "message_content",
     "resource_contents",
     "tool_content",

@@ -5,6 +5,8 @@ left to the caller (None)."""
 
 from __future__ import annotations
 
+import collections.abc
+import types
 import typing
 from typing import Any
 
@@ -16,18 +18,53 @@ from mcp_asgi.server.content.result import NOT_A_BLOCK, ToolResult
 
 _CONTENTS = (TextResource, BlobResource)
 _BLOCK_TYPE_NAMES = frozenset({"text", "image", "audio", "resource_link", "resource"})
+_UNIONS = (typing.Union, types.UnionType)
+# what a list or tuple (the containers tool_content reads) may be annotated as
+_SEQUENCES = (
+    list,
+    tuple,
+    collections.abc.Sequence,
+    collections.abc.MutableSequence,
+    collections.abc.Collection,
+    collections.abc.Iterable,
+)
 
 
 class InvalidResult(ValueError):
     """A handler returned something that cannot be sent as its result."""
 
 
-def is_content_type(annotation: Any) -> bool:
-    """Whether a return annotation names a content block or `ToolResult` anywhere (in a
-    union, a list...): such a tool has no `outputSchema` derived from it."""
+def may_be_content(annotation: Any) -> bool:
+    """Whether a tool's return annotation admits what `tool_content` reads as content: it
+    names a content block or `ToolResult` anywhere (in a union, a list...), or it is
+    `object`, or a list, tuple or sequence whose items may be anything (`list[Any]`,
+    `list[object]`, bare `list`). Such a tool has no `outputSchema` derived from its
+    annotation: a result made of blocks has no structured content to keep that promise."""
+    if _names_block(annotation) or _open(annotation):
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return may_be_content(typing.get_args(annotation)[0])
+    if origin in _UNIONS:
+        return any(may_be_content(arg) for arg in typing.get_args(annotation))
+    if annotation in _SEQUENCES or origin in _SEQUENCES:
+        items = typing.get_args(annotation)
+        return not items or any(_open(item) for item in items)
+    return False
+
+
+def _names_block(annotation: Any) -> bool:
     if isinstance(annotation, type) and issubclass(annotation, (*BLOCK_TYPES, ToolResult)):
         return True
-    return any(is_content_type(arg) for arg in typing.get_args(annotation))
+    return any(_names_block(arg) for arg in typing.get_args(annotation))
+
+
+def _open(annotation: Any) -> bool:
+    """`Any` or `object`, alone or in a union: a value that may be a content block."""
+    if annotation is Any or annotation is object:
+        return True
+    origin = typing.get_origin(annotation)
+    return origin in _UNIONS and any(_open(arg) for arg in typing.get_args(annotation))
 
 
 def tool_content(value: Any) -> list[JsonObject] | None:
