@@ -146,7 +146,7 @@ class AppRoutes(ToolSource):
             cancelled=lambda: ctx.cancelled,
         )
         url = str(request.url.replace(path=scope["path"], query=scope["query_string"].decode()))
-        return tool_result(answer, url, self._max_bytes)
+        return tool_result(answer, url, self._max_bytes, wrap=operation.wrap_output)
 
     def _tool(
         self, document: Mapping[str, Any], path: str, method: str, spec: Mapping[str, Any]
