@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.routing import Mount, Route
+from starlette.schemas import SchemaGenerator
 
 from mcp_asgi import AppRoutes, McpMiddleware, McpServer, McpSettings
 from mcp_asgi.testing import McpTestClient, serve
@@ -268,6 +269,43 @@ async def test_an_app_without_a_router_gets_the_value_checks() -> None:
     ok = await call(host, "tools/call", {"name": "get_user", "arguments": {"user_id": "a b"}})
     assert ok.result["structuredContent"] == {"path": "/users/a b"}
     assert seen == ["/users/a b"]
+
+
+async def test_a_starlette_mount_is_looked_into() -> None:
+    """A Starlette app with its schema: the routes under a Mount are matched as the router
+    will, so `id="me"` (an earlier, unselected `/api/users/me`) is refused."""
+    schemas = SchemaGenerator({"openapi": "3.0.0", "info": {"title": "s", "version": "1"}})
+    seen: list[str] = []
+
+    async def me(request: Request) -> JSONResponse:
+        """
+        operationId: me
+        responses: {200: {description: the caller}}
+        """
+        seen.append("me")
+        return JSONResponse({"ran": "me"})
+
+    async def get_user(request: Request) -> JSONResponse:
+        """
+        operationId: get_user
+        parameters: [{name: id, in: path, required: true, schema: {type: string}}]
+        responses: {200: {description: a user}}
+        """
+        seen.append("get_user")
+        return JSONResponse({"ran": request.path_params["id"]})
+
+    api = Mount("/api", routes=[Route("/users/me", me), Route("/users/{id}", get_user)])
+    host = Starlette(routes=[api])
+    server = McpServer("starlette")
+    server.add_source(
+        AppRoutes(host, openapi=lambda: schemas.get_schema(host.routes), include=["get_user"])
+    )
+    app = McpMiddleware(host, server=server)
+    refused = await call(app, "tools/call", {"name": "get_user", "arguments": {"id": "me"}})
+    assert "would not reach the tool's route (GET /api/users/{id})" in refused.error["message"]
+    ran = await call(app, "tools/call", {"name": "get_user", "arguments": {"id": "mine"}})
+    assert ran.result["structuredContent"] == {"ran": "mine"}
+    assert seen == ["get_user"]
 
 
 # -- on a real server ------------------------------------------------------------------------
