@@ -58,7 +58,7 @@ class Target:
         routes = _routes_of(app)
         if routes is None:
             return cls(operation)
-        for template, methods, convertors, _ in _endpoints(routes, "", {}):
+        for template, methods, convertors in _endpoints(routes, "", {}):
             if template == operation.path and (methods is None or operation.method in methods):
                 return cls(operation, routes, True, convertors)
         return cls(operation)
@@ -173,21 +173,35 @@ def _is(route: Any, kind: type) -> bool:
     return isinstance(getattr(route, "original_route", route), kind)
 
 
+def _endpoint(route: Any) -> bool:
+    return _is(route, Route) and isinstance(getattr(route, "path_format", None), str)
+
+
+def _methods(route: Any) -> frozenset[str] | None:
+    """A route's methods; None: any."""
+    methods = getattr(route, "methods", None)
+    return frozenset(methods) if methods else None
+
+
+def _prefix(mount: Any) -> str:
+    """A mount's path template (its `{path}` remainder left out)."""
+    return str(mount.path_format).removesuffix("/{path}")
+
+
 def _endpoints(
     routes: Iterable[Any], prefix: str, convertors: Mapping[str, Convertor[Any]]
-) -> Iterator[tuple[str, frozenset[str] | None, dict[str, Convertor[Any]], Any]]:
-    """Every endpoint route, in matching order: its full path template, its methods
-    (None: any), its convertors by parameter name, the route."""
+) -> Iterator[tuple[str, frozenset[str] | None, dict[str, Convertor[Any]]]]:
+    """Every endpoint route, in matching order: its full path template, its methods, its
+    convertors by parameter name (its mounts' included)."""
     for route in _members(routes):
-        own = dict(getattr(route, "param_convertors", None) or {})
+        own = {**convertors, **(getattr(route, "param_convertors", None) or {})}
         if _is(route, Mount):
             own.pop("path", None)
-            inner = prefix + str(route.path_format).removesuffix("/{path}")
-            yield from _endpoints(getattr(route, "routes", ()) or (), inner, {**convertors, **own})
-        elif _is(route, Route) and isinstance(getattr(route, "path_format", None), str):
-            methods = getattr(route, "methods", None)
-            found = frozenset(methods) if methods else None
-            yield prefix + route.path_format, found, {**convertors, **own}, route
+            yield from _endpoints(
+                getattr(route, "routes", None) or (), prefix + _prefix(route), own
+            )
+        elif _endpoint(route):
+            yield prefix + route.path_format, _methods(route), own
 
 
 def _first(routes: Iterable[Any], scope: dict[str, Any], prefix: str) -> Any:
@@ -202,11 +216,9 @@ def _first(routes: Iterable[Any], scope: dict[str, Any], prefix: str) -> Any:
             inner = getattr(route, "routes", None)
             if not inner:
                 return _OPAQUE
-            nested = {**scope, **child}
-            return _first(inner, nested, prefix + str(route.path_format).removesuffix("/{path}"))
-        if _is(route, Route) and isinstance(getattr(route, "path_format", None), str):
-            methods = getattr(route, "methods", None)
-            found = frozenset(methods) if methods else None
-            return prefix + route.path_format, found, dict(child.get("path_params", {}))
+            return _first(inner, {**scope, **child}, prefix + _prefix(route))
+        if _endpoint(route):
+            params = dict(child.get("path_params", {}))
+            return prefix + route.path_format, _methods(route), params
         return _OPAQUE
     return None
