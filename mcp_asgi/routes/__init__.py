@@ -7,6 +7,8 @@
     refs      $refs resolved: a self-contained JSON Schema
     request   the ASGI scope and JSON body of a call; the caller's identity (the token
               forwarded, or the principal handed over); the re-entry mark
+    target    the route a call must reach: values that could lead elsewhere refused,
+              the request matched against the app's router before it is sent
     call      the app run on it in the caller's task: answer collected and capped,
               http.disconnect, cancellation
     result    the HTTP answer -> the tools/call result

@@ -6,7 +6,9 @@ body's fields (a body that is not an object with properties is one argument, `bo
 A name already taken by an earlier one gets its location as a prefix (`query_id`,
 `header_id`, `body_id`), then a number (`body_id_2`). Cookie parameters, and headers the
 call sets itself (`Authorization`, `Cookie`, `Host`, `Content-Type`, ...) are not
-arguments. `outputSchema` is the JSON schema of the first 2xx response that has one.
+arguments. `outputSchema` is the JSON schema of the first 2xx response that has one; one
+that is not an object's (a list, a number, a union) is wrapped, `{"result": <schema>}`,
+as a decorated tool's: structured content is an object.
 An operation whose body is a form, multipart or another non-JSON type is `Skipped`, with
 the reason.
 """
@@ -67,6 +69,8 @@ class Operation:
     operation_id: str
     arguments: tuple[Argument, ...]
     body_required: bool
+    wrap_output: bool
+    """Whether its `outputSchema` is the response's in `{"result": ...}` (not an object)."""
     definition: JsonObject
     tags: tuple[str, ...]
     validator: JsonSchema
@@ -132,6 +136,9 @@ def operation_of(
     if required:
         input_schema["required"] = required
     output = _output_schema(operation, resolver)
+    wrap_output = output is not None and output.get("type") != "object"
+    if output is not None and wrap_output:
+        output = {"type": "object", "properties": {"result": output}, "required": ["result"]}
     defs = resolver.defs()
     if defs:
         input_schema["$defs"] = defs
@@ -161,6 +168,7 @@ def operation_of(
         operation_id=str(operation.get("operationId") or _default_id(method, path)),
         arguments=tuple(arguments),
         body_required=body is not None and body[1],
+        wrap_output=wrap_output,
         definition=definition,
         tags=tuple(str(t) for t in operation.get("tags", ()) if isinstance(t, str)),
         validator=validator,

@@ -22,6 +22,7 @@ as a route call: the MCP endpoint refuses it (a route cannot re-enter it).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -38,6 +39,7 @@ ROUTE_CALL_KEY: Final = "mcp_asgi.route_call"
 """The ASGI scope key marking a request as a route called as a tool, in process."""
 
 _USER_AGENT: Final = f"mcp-asgi/{__version__} (route call)".encode()
+_PLACEHOLDER: Final = re.compile(r"\{([^{}]*)\}")
 _NEVER_FORWARDED: Final = NOT_ARGUMENTS | {"user-agent", "accept", "te", "upgrade"}
 
 
@@ -93,8 +95,7 @@ def route_request(
     principal: Principal | None,
 ) -> tuple[dict[str, Any], bytes]:
     """The ASGI scope and body of calling `operation` with `arguments` (valid ones)."""
-    path = operation.path
-    raw_path = operation.path
+    path_values: dict[str, str] = {}
     query: list[tuple[str, str]] = []
     headers: list[tuple[bytes, bytes]] = []
     fields: dict[str, Any] = {}
@@ -105,14 +106,13 @@ def route_request(
             continue
         value = arguments[argument.name]
         if argument.location == "path":
-            text = _text(value)
-            path = path.replace("{" + argument.key + "}", text)
-            raw_path = raw_path.replace("{" + argument.key + "}", quote(text, safe=""))
+            path_values[argument.key] = as_text(value)
         elif argument.location == "query":
             values = value if isinstance(value, list) else [value]
-            query.extend((argument.key, _text(v)) for v in values)
+            query.extend((argument.key, as_text(v)) for v in values)
         elif argument.location == "header":
-            headers.append((argument.key.lower().encode("latin-1"), _text(value).encode()))
+            key = argument.key.lower().encode("latin-1")
+            headers.append((key, as_text(value).encode("latin-1")))  # as servers decode it
         elif argument.key:
             fields[argument.key] = value
         else:
@@ -121,6 +121,7 @@ def route_request(
         body, whole = fields, True
     content = _json(body) if whole else b""
     root = mcp_scope.get("root_path", "")
+    path, raw_path = fill_path(root, operation.path, path_values)
     headers.extend(_carried(mcp_scope, identity))
     headers.append((b"user-agent", _USER_AGENT))
     headers.append((b"accept", b"*/*"))
@@ -136,8 +137,8 @@ def route_request(
         "server": mcp_scope.get("server"),
         "client": mcp_scope.get("client"),
         "root_path": root,
-        "path": root + path,
-        "raw_path": (root + raw_path).encode(),
+        "path": path,
+        "raw_path": raw_path,
         "query_string": urlencode(query).encode(),
         "headers": headers,
         ROUTE_CALL_KEY: True,
@@ -171,7 +172,27 @@ def _hand_over(scope: dict[str, Any], mcp_scope: Scope, principal: Principal) ->
     scope["auth"] = AuthCredentials(sorted(principal.scopes))
 
 
-def _text(value: Any) -> str:
+def fill_path(root: str, template: str, values: Mapping[str, str]) -> tuple[str, bytes]:
+    """`template` under `root` with its `{name}`s replaced by `values`: the decoded `path`
+    and its `raw_path`, the same path percent-encoded (`%2F` for a value's `/`, as an HTTP
+    client sends it). Each placeholder is filled once, left to right: a value holding
+    `{other}` is not filled again."""
+    path, raw = [root], [quote(root)]
+    for n, part in enumerate(_PLACEHOLDER.split(template)):
+        if n % 2 == 0:
+            path.append(part)
+            raw.append(quote(part))
+        elif part in values:
+            path.append(values[part])
+            raw.append(quote(values[part], safe=""))
+        else:
+            path.append("{" + part + "}")
+            raw.append(quote("{" + part + "}"))
+    return "".join(path), "".join(raw).encode("ascii")
+
+
+def as_text(value: Any) -> str:
+    """A parameter's value as the text of a path segment, query value or header."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (str, int, float)):

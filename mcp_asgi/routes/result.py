@@ -1,6 +1,9 @@
 """A route's HTTP answer as a `tools/call` result.
 
-    2xx JSON                 structuredContent, and the same JSON as text
+    2xx JSON                 structuredContent, and the same JSON as text: an object as
+                             it is, anything else (or any answer of a route whose
+                             output schema is not an object's) in {"result": ...}, as
+                             a decorated tool's
     2xx text/*, SSE          text
     2xx image/*, audio/*     an image or audio block
     2xx anything else        an embedded resource (the route's URL, its bytes)
@@ -26,8 +29,9 @@ from mcp_asgi.routes.call import Answer
 _DETAIL_LIMIT: Final = 2000
 
 
-def tool_result(answer: Answer, url: str, max_bytes: int) -> JsonObject:
-    """The `tools/call` result of `answer`, the route at `url` having answered it."""
+def tool_result(answer: Answer, url: str, max_bytes: int, *, wrap: bool = False) -> JsonObject:
+    """The `tools/call` result of `answer`, the route at `url` having answered it; `wrap`:
+    its JSON goes in `{"result": ...}` (the route's output schema is not an object's)."""
     media = (answer.header(b"content-type") or "").split(";", 1)[0].strip().lower()
     charset = _charset(answer.header(b"content-type"))
     note = f"[the answer was cut at {max_bytes} bytes (max_response_bytes)]"
@@ -42,8 +46,9 @@ def tool_result(answer: Answer, url: str, max_bytes: int) -> JsonObject:
             value = json.loads(body) if body else None
         except ValueError:
             return _text_result([body.decode(charset, errors="replace")])
-        result = _text_result([json.dumps(value, ensure_ascii=False)])
-        result["structuredContent"] = value
+        structured = {"result": value} if wrap or not isinstance(value, dict) else value
+        result = _text_result([json.dumps(structured, ensure_ascii=False)])
+        result["structuredContent"] = structured
         return result
     if not body:
         return _text_result([_status(answer.status)])

@@ -13,6 +13,7 @@ from mcp_asgi.routes.call import call_app
 from mcp_asgi.routes.openapi import METHODS, Operation, Skipped, operation_of
 from mcp_asgi.routes.request import Identity, route_request
 from mcp_asgi.routes.result import tool_result
+from mcp_asgi.routes.target import Target
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.primitives import tool_error
 from mcp_asgi.server.sources import SourceTool, TaskPolicy, ToolSource
@@ -43,6 +44,12 @@ class AppRoutes(ToolSource):
     - `max_response_bytes`: how much of an answer is read (default 1 MB); a longer one is
       cut, the route told the client left, and the result says so.
     - `scopes`, `timeout`: as for every source (`ToolSource`).
+
+    A call runs its own route and no other, whatever its arguments hold, or is refused
+    with -32602 naming the argument: a path value is one segment (no `/`, not empty,
+    unless its convertor is `path`), no control characters in path and header values,
+    and with a FastAPI or Starlette router the request must match the tool's route
+    first (docs/routes-as-tools.md, "A call runs its own route").
     - `task`: whether its routes may run as tasks (`"never"`, `"optional"`,
       `"required"`; the Tasks extension, docs/tasks.md), as for every source. A route run
       as a task goes on when its caller disconnects; `tasks/cancel` cancels it as a
@@ -124,18 +131,22 @@ class AppRoutes(ToolSource):
         if problem is not None:
             return tool_error(f"Invalid arguments for tool {tool.name!r}: {problem}")
         request = ctx.request
+        app = self._app_of(ctx)
+        target = Target.of(app, operation)
+        target.check_values(tool.name, arguments)
         scope, body = route_request(
             request.scope, operation, arguments, self._identity, ctx.principal
         )
+        target.check_reached(tool.name, scope, arguments)
         answer = await call_app(
-            self._app_of(ctx),
+            app,
             scope,
             body,
             max_bytes=self._max_bytes,
             cancelled=lambda: ctx.cancelled,
         )
         url = str(request.url.replace(path=scope["path"], query=scope["query_string"].decode()))
-        return tool_result(answer, url, self._max_bytes)
+        return tool_result(answer, url, self._max_bytes, wrap=operation.wrap_output)
 
     def _tool(
         self, document: Mapping[str, Any], path: str, method: str, spec: Mapping[str, Any]

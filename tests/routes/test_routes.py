@@ -155,8 +155,8 @@ async def test_arguments_go_where_the_route_takes_them() -> None:
     assert json.loads(text(read)) == read["structuredContent"]
     thing = await call_tool(app, "get_thing", id="a b", query_id="q&r=s")
     assert thing["structuredContent"] == {"path": "a b", "query": "q&r=s"}
-    slash = await call_tool(app, "get_thing", id="a/b")  # another path, as over HTTP
-    assert text(slash) == "HTTP 404 Not Found: Not Found"
+    slash = await call(app, "tools/call", {"name": "get_thing", "arguments": {"id": "a/b"}})
+    assert slash.error["code"] == -32602  # another path: refused (tests/routes/test_selection.py)
     created = await call_tool(app, "create_item", name="cup", price=3, notify=True)
     assert created["structuredContent"] == {"name": "cup", "price": 3.0, "tags": []}
 
