@@ -14,7 +14,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -331,6 +331,87 @@ def test_invalid_environment_is_refused(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("MCP_RESPONSE_MODE", "xml")
     with pytest.raises(ValueError, match="response_mode"):
         McpSettings()
+
+
+LIST_SETTINGS = {
+    "allowed_origins": ("https://a.example", "https://b.example:8443"),
+    "auth_issuers": ("https://id.example/realms/mcp", "https://id2.example"),
+    "auth_required_scopes": ("mcp", "files:read"),
+    "auth_algorithms": ("RS256", "ES256"),
+}
+
+
+def test_every_list_setting_is_covered() -> None:
+    """Every tuple-typed setting reads its environment variable as a list (NoDecode: no
+    JSON-only parse before the validator) and is in LIST_SETTINGS below."""
+    listed = {
+        name
+        for name, field in McpSettings.model_fields.items()
+        if getattr(field.annotation, "__origin__", None) is tuple
+    }
+    assert listed == set(LIST_SETTINGS)
+    assert all(NoDecode in McpSettings.model_fields[name].metadata for name in listed)
+
+
+@pytest.mark.parametrize("name", LIST_SETTINGS)
+@pytest.mark.parametrize("style", ["comma", "json"])
+def test_list_settings_from_environment(
+    clean_env: pytest.MonkeyPatch, name: str, style: str
+) -> None:
+    """A list setting's MCP_* variable is a comma-separated list (spaces around items and
+    empty items dropped) or a JSON list."""
+    items = LIST_SETTINGS[name]
+    text = " , ".join(items) + "," if style == "comma" else json.dumps(items)
+    clean_env.setenv(f"MCP_{name.upper()}", text)
+    assert getattr(McpSettings(), name) == items
+
+
+def test_list_setting_with_broken_json_names_the_variable(clean_env: pytest.MonkeyPatch) -> None:
+    """A list variable that starts like JSON but is not a JSON list fails naming the
+    variable and both formats it takes."""
+    clean_env.setenv("MCP_ALLOWED_ORIGINS", '["https://a.example"')
+    with pytest.raises(ValueError, match=r"MCP_ALLOWED_ORIGINS\) is not a list.*comma-separated"):
+        McpSettings()
+
+
+def test_nested_list_setting_takes_a_comma_separated_list(clean_env: pytest.MonkeyPatch) -> None:
+    """Through an app's own settings class (env_nested_delimiter) too."""
+
+    class AppSettings(BaseSettings):
+        model_config = SettingsConfigDict(env_prefix="APP_", env_nested_delimiter="__")
+        mcp: McpSettings = Field(default_factory=McpSettings)
+
+    clean_env.setenv("APP_MCP__ALLOWED_ORIGINS", "https://a.example,https://b.example")
+    assert AppSettings().mcp.allowed_origins == ("https://a.example", "https://b.example")
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"cancel_grace": 1.0}, r"process_kill_grace \(2 s\) must not exceed cancel_grace"),
+        (
+            {"cancel_grace": 3.0, "process_kill_grace": 5.0},
+            r"process_kill_grace \(5 s\).*MCP_PROCESS_KILL_GRACE.*MCP_CANCEL_GRACE",
+        ),
+        (
+            {"max_client_info_bytes": 2048, "max_session_bytes": 1024},
+            r"max_client_info_bytes \(2048\) must not exceed max_session_bytes \(1024\)",
+        ),
+    ],
+)
+def test_contradicting_settings_are_refused(settings: dict[str, Any], named: str) -> None:
+    """Settings that cannot work together fail when built, naming both settings."""
+    with pytest.raises(ValueError, match=named):
+        McpSettings(**settings)
+
+
+def test_contradicting_environment_is_refused(clean_env: pytest.MonkeyPatch) -> None:
+    """The same from the environment: MCP_CANCEL_GRACE=1 with the default kill grace."""
+    clean_env.setenv("MCP_CANCEL_GRACE", "1")
+    with pytest.raises(ValueError, match="process_kill_grace"):
+        McpSettings()
+    clean_env.setenv("MCP_PROCESS_KILL_GRACE", "0.5")
+    assert McpSettings().process_kill_grace == 0.5
 
 
 async def test_settings_nested_in_app_settings(clean_env: pytest.MonkeyPatch) -> None:

@@ -119,7 +119,7 @@ async def test_an_orphans_late_exit_is_in_the_request_span(
 ) -> None:
     """The DEBUG record of an orphan that finally returns also carries the span's ids."""
     started, release = anyio.Event(), anyio.Event()
-    app = mcp_app(build_server(started, release), otel, cancel_grace=0.05)
+    app = mcp_app(build_server(started, release), otel, cancel_grace=0.05, process_kill_grace=0.05)
     await disconnect_once_started(
         app, wire_for("tools/call", {"name": "hog"}, accept=JSON), started
     )
