@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+import uvicorn
 from fastapi import FastAPI
 from pydantic import Field
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -294,6 +295,78 @@ async def test_lifespan_messages_are_passed_unchanged() -> None:
     await McpMiddleware(app, server=mcp_server())({"type": "lifespan"}, receive, send)
     assert received == ["lifespan.startup", "lifespan.shutdown"]
     assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+
+
+# -- two middlewares -------------------------------------------------------------------
+
+
+def named_server(name: str) -> McpServer:
+    server = McpServer(name)
+
+    @server.tool(name=f"{name}_tool")
+    async def tool() -> str:
+        """A tool of this server."""
+        return name
+
+    return server
+
+
+def shadow_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [
+        r
+        for r in caplog.records
+        if r.name.startswith("mcp_asgi") and "two McpMiddleware serve" in r.getMessage()
+    ]
+
+
+async def test_two_middlewares_on_one_path_fail_the_startup(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """McpMiddleware added twice on /mcp: the inner one (whose tools the outer one would
+    hide) fails the lifespan startup, naming the path, both servers and what to do; uvicorn
+    does not start."""
+    app = FastAPI()
+    app.add_middleware(McpMiddleware, server=named_server("inner"))
+    app.add_middleware(McpMiddleware, server=named_server("outer"))
+    server = uvicorn.Server(uvicorn.Config(app, port=0, log_level="critical", lifespan="on"))
+    with pytest.raises(SystemExit) as exited:  # uvicorn's exit on a failed startup
+        await server.serve()
+    assert exited.value.code == 3
+    assert not server.started
+    [record] = shadow_records(caplog)
+    assert record.levelno == logging.ERROR
+    assert record.getMessage() == (
+        "the MCP server cannot start: two McpMiddleware serve the path '/mcp': the outer "
+        "one (server 'outer') answers every request to it, so this one (server 'inner') "
+        "would never be reached and its tools never listed. Add McpMiddleware once per "
+        "path, or give this one another path (path= or McpSettings.path)"
+    )
+
+
+async def test_two_middlewares_on_two_paths_both_serve(caplog: pytest.LogCaptureFixture) -> None:
+    """Two servers on different paths, one middleware inside the other: both start and
+    serve their own tools, nothing is logged about them."""
+    inner = McpMiddleware(bare_app, server=named_server("inner"), path="/inner")
+    with serve(McpMiddleware(inner, server=named_server("outer"), path="/outer")) as live:
+        for name in ("inner", "outer"):
+            client = McpTestClient(f"{live.url}/{name}")
+            assert [t["name"] for t in await client.list_tools()] == [f"{name}_tool"]
+    assert shadow_records(caplog) == []
+
+
+async def test_without_a_lifespan_the_first_request_logs_the_shadowed_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With lifespan off nothing can fail the start: the inner middleware logs the same
+    error once, at the first request it sees (one the outer passed on)."""
+    inner = McpMiddleware(bare_app, server=named_server("inner"))
+    with serve(McpMiddleware(inner, server=named_server("outer")), lifespan="off") as live:
+        async with httpx.AsyncClient(base_url=live.url) as http:
+            for _ in range(2):
+                assert (await http.get("/")).status_code == 418  # bare_app's answer
+    [record] = shadow_records(caplog)
+    assert record.levelno == logging.ERROR
+    assert "(server 'inner') would never be reached" in record.getMessage()
 
 
 # -- settings ------------------------------------------------------------------------
