@@ -5,8 +5,10 @@ Per request, the way Starlette's `GZipMiddleware` picks a responder::
     http to settings.path ──► method, Origin ──► (POST) body, Content-Type, Accept, JSON
                           ──► the era's endpoint, chosen once: ModernEndpoint | LegacyEndpoint
     lifespan              ──► the server's bus runs around the app's lifespan; shutdown
-                              cancels every request in flight
-    anything else         ──► the app
+                              cancels every request in flight; a middleware inside another
+                              one on the same path fails the startup (it would never be
+                              reached)
+    anything else         ──► the app (the scope names the endpoints served outside it)
 
 The constructor only precomputes (settings, telemetry, the endpoints); it never changes the
 server it is given. A bus named by `McpSettings.bus_url` is made here and attached to the
@@ -67,9 +69,11 @@ class McpMiddleware:
     """Serve `server` at `settings.path` (exact match after `root_path`, with or without a
     trailing slash); every other request, websocket and lifespan event goes to `app`.
 
-    `path`, when given, overrides `settings.path`. Telemetry uses the injected providers,
-    or the global ones. `token_verifier` verifies bearer tokens instead of the verifier the
-    settings describe (`auth_resource` and `auth_issuers` are still needed: they are the
+    `path`, when given, overrides `settings.path`. A second `McpMiddleware` inside this one
+    on the same path (it would never be reached) fails the lifespan startup; see
+    docs/mounting.md#several-servers. Telemetry uses the injected providers, or the global
+    ones. `token_verifier` verifies bearer tokens instead of the verifier the settings
+    describe (`auth_resource` and `auth_issuers` are still needed: they are the
     audience and the Protected Resource Metadata); see docs/authorization.md.
     """
 
@@ -109,6 +113,7 @@ class McpMiddleware:
         )
         self._inflight = InFlight(server, settings, self._telemetry)
         self._lifespan_started = False  # the server's lifespan startup reached us
+        self._endpoints: _Endpoints | None = None  # ours and those outside: set once seen
         self._warned = False  # that it did not, at the first request
         self._limits = ClientLimits(
             rate=settings.rate_limit,
@@ -167,6 +172,11 @@ class McpMiddleware:
             await self._serve_guarded(asgi_scope, receive, send)
         elif asgi_scope["type"] == "lifespan":
             self._attach_bus()
+            self._endpoints, shadowed = self._stack(asgi_scope)
+            if shadowed is not None:
+                await _startup_failed(ValueError(shadowed), receive, send)
+                return
+            asgi_scope[_ENDPOINTS_KEY] = self._endpoints
             # the bus's background work, the tool sources and the tasks' work live here
             async with AsyncExitStack() as running:
                 try:
@@ -185,7 +195,29 @@ class McpMiddleware:
         ):
             await self._metadata.serve(asgi_scope, send)  # Protected Resource Metadata
         else:
+            if self._endpoints is None:  # no lifespan reached us: checked at the first request
+                self._endpoints, shadowed = self._stack(asgi_scope)
+                if shadowed is not None:
+                    logger.error("%s", shadowed)
+            asgi_scope[_ENDPOINTS_KEY] = self._endpoints  # one dict write per passed request
             await self.app(asgi_scope, receive, send)
+
+    def _stack(self, asgi_scope: Scope) -> tuple[_Endpoints, str | None]:
+        """The endpoints served outside this middleware (from the scope) and its own, and
+        why it can never be reached when an outer one serves the same path (else None)."""
+        here = asgi_scope.get("root_path", "") + self.settings.path
+        outer: _Endpoints = asgi_scope.get(_ENDPOINTS_KEY, ())
+        shadowed = None
+        for path, name in outer:
+            if path == here:
+                shadowed = (
+                    f"two McpMiddleware serve the path {here!r}: the outer one (server "
+                    f"{name!r}) answers every request to it, so this one (server "
+                    f"{self.server.name!r}) would never be reached and its tools never "
+                    "listed. Add McpMiddleware once per path, or give this one another path "
+                    "(path= or McpSettings.path)"
+                )
+        return (*outer, (here, self.server.name)), shadowed
 
     def _replicas(self) -> AbstractAsyncContextManager[None]:
         """2025-era sessions hear the other replicas (cancels, session ends) meanwhile."""
@@ -356,6 +388,14 @@ _SHUTTING_DOWN = dump(
     )
 )
 """The body of the 503 a request gets while the server drains (with `Retry-After: 1`)."""
+
+
+_ENDPOINTS_KEY = "mcp_asgi.endpoints"
+"""Scope key: the MCP endpoints served by the middlewares a scope has passed through, as
+(path after root_path's prefix, server name) pairs; an inner middleware on one of those
+paths refuses to start."""
+
+_Endpoints = tuple[tuple[str, str], ...]
 
 
 def _bus_of(

@@ -2,30 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Final, Literal
+import json
+from typing import Annotated, Final, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from mcp_asgi.auth.jwt import ACCESS_TOKEN_TYPES as _ACCESS_TOKEN_TYPES
 from mcp_asgi.auth.jwt import ASYMMETRIC as _ASYMMETRIC
 from mcp_asgi.auth.jwt import accepted_types as _accepted_types
 from mcp_asgi.http.accept import ResponseMode
 
+Strings = Annotated[tuple[str, ...], NoDecode]
+"""A list setting: from the environment, a JSON list or a comma-separated one (`_listed`)."""
+
 
 class McpSettings(BaseSettings):
     """Settings of one MCP endpoint.
 
     Every default is safe for production. Values come from keyword arguments, then from
-    environment variables such as `MCP_PATH` or `MCP_ALLOWED_ORIGINS='["https://a.example"]'`.
+    environment variables such as `MCP_PATH` or `MCP_ALLOWED_ORIGINS=https://a.example` (a
+    list setting takes a comma-separated list or a JSON one).
     The model can be nested in an application's own settings class.
     """
 
     model_config = SettingsConfigDict(env_prefix="MCP_", extra="forbid", frozen=True)
 
     path: str = Field(default="/mcp", description="Exact path of the endpoint, after root_path.")
-    allowed_origins: tuple[str, ...] = Field(
+    allowed_origins: Strings = Field(
         default=(),
         description="Origins allowed besides the request's own host; '*' allows any.",
     )
@@ -49,7 +54,8 @@ class McpSettings(BaseSettings):
     process_kill_grace: float = Field(
         default=2.0,
         ge=0,
-        description="Seconds between SIGTERM and SIGKILL for a cancelled subprocess.",
+        description="Seconds between SIGTERM and SIGKILL for a cancelled subprocess; at "
+        "most cancel_grace.",
     )
     record_arguments: bool = Field(
         default=False, description="Record tool arguments and results on spans (sensitive)."
@@ -96,7 +102,7 @@ class McpSettings(BaseSettings):
         default=64 * 1024,
         gt=0,
         description="Largest JSON size of initialize's capabilities plus clientInfo that a "
-        "2025-era session stores (400 above).",
+        "2025-era session stores (400 above); at most max_session_bytes.",
     )
     max_subscriptions: int = Field(
         default=1000, gt=0, description="Most resources/subscribe URIs per 2025-era session."
@@ -250,12 +256,12 @@ class McpSettings(BaseSettings):
         "'https://mcp.example.com/mcp': the audience tokens must name (RFC 8707). Setting it "
         "turns bearer-token authorization on. None: no token verification.",
     )
-    auth_issuers: tuple[str, ...] = Field(
+    auth_issuers: Strings = Field(
         default=(),
         description="Issuer URLs of the authorization servers whose tokens are accepted "
         "(listed in the Protected Resource Metadata); at least one with auth_resource.",
     )
-    auth_required_scopes: tuple[str, ...] = Field(
+    auth_required_scopes: Strings = Field(
         default=(), description="Scopes every request needs (403 insufficient_scope without)."
     )
     auth_verification: Literal["jwt", "introspection"] = Field(
@@ -272,11 +278,11 @@ class McpSettings(BaseSettings):
         default=None,
         description="The issuer's JWKS URL; None: discovered from its metadata (one issuer).",
     )
-    auth_algorithms: tuple[str, ...] = Field(
+    auth_algorithms: Strings = Field(
         default=("RS256", "ES256", "PS256", "EdDSA"),
         description="JWT signature algorithms accepted (public-key only: never 'none' or HS*).",
     )
-    auth_token_types: tuple[str, ...] = Field(
+    auth_token_types: Strings = Field(
         default=_ACCESS_TOKEN_TYPES,
         description="JWT header 'typ' values accepted, without case or 'application/' "
         "prefix: 'at+jwt' (RFC 9068); add 'JWT' for issuers that type access tokens so "
@@ -338,6 +344,35 @@ class McpSettings(BaseSettings):
     def _path_is_absolute(cls, value: str) -> str:
         return normalize_path(value)
 
+    @field_validator(
+        "allowed_origins",
+        "auth_issuers",
+        "auth_required_scopes",
+        "auth_algorithms",
+        "auth_token_types",
+        mode="before",
+    )
+    @classmethod
+    def _listed(cls, value: object, info: ValidationInfo) -> object:
+        """A list setting given as a string (its environment variable): a JSON list, or
+        comma-separated items (surrounding spaces and empty items dropped)."""
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if not text.startswith("["):
+            return tuple(item.strip() for item in text.split(",") if item.strip())
+        try:
+            items = json.loads(text)
+        except ValueError as error:
+            items = error
+        if not isinstance(items, list):
+            name = str(info.field_name)
+            raise ValueError(
+                f"{name} (env MCP_{name.upper()}) is not a list: write it comma-separated, "
+                f'MCP_{name.upper()}=a,b, or as JSON, MCP_{name.upper()}=\'["a","b"]\''
+            )
+        return tuple(items)
+
     @field_validator("allowed_origins")
     @classmethod
     def _origins_are_origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -370,6 +405,26 @@ class McpSettings(BaseSettings):
     def _task_ttl_bounded(self) -> McpSettings:
         if self.task_ttl is None and self.max_task_ttl is not None:
             raise ValueError("task_ttl None (unlimited) needs max_task_ttl None too")
+        return self
+
+    @model_validator(mode="after")
+    def _coherent(self) -> McpSettings:
+        """Refuse settings that contradict each other (each error names both)."""
+        if self.process_kill_grace > self.cancel_grace:
+            raise ValueError(
+                f"process_kill_grace ({self.process_kill_grace:g} s) must not exceed "
+                f"cancel_grace ({self.cancel_grace:g} s): a subprocess still alive would be "
+                "killed only after its handler was given up as an orphan. Lower "
+                "process_kill_grace (MCP_PROCESS_KILL_GRACE) or raise cancel_grace "
+                "(MCP_CANCEL_GRACE)"
+            )
+        if self.max_client_info_bytes > self.max_session_bytes:
+            raise ValueError(
+                f"max_client_info_bytes ({self.max_client_info_bytes}) must not exceed "
+                f"max_session_bytes ({self.max_session_bytes}): a 2025-era session's stored "
+                "bytes include its client info, so such a session could never subscribe. "
+                "Lower max_client_info_bytes or raise max_session_bytes"
+            )
         return self
 
     @model_validator(mode="after")

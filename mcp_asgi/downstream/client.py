@@ -48,13 +48,15 @@ from mcp_asgi.server.context import Context
 from mcp_asgi.telemetry import names as a
 
 _CONNECTION_CLOSED: Final = -32000  # the SDK's code for a connection that went away
+_NOT_RUNNING: Final = "not running: enter it (async with) in the app's lifespan"
 
 
 class DownstreamUnavailable(McpError):
     """The downstream server cannot answer: it is not connected (its process exited, it is
-    restarting after a failure, it cannot be reached) or the connection broke mid-call.
-    Raised from `call_tool`; a handler that lets it through answers -32603 with
-    `data.downstream` naming the server."""
+    restarting after a failure, it cannot be reached), the connection broke mid-call, or
+    it was never entered (`async with`: logged). Raised from `call_tool` and `list_tools`;
+    a handler that lets it through answers -32603 with `data.downstream` naming the
+    server."""
 
     def __init__(self, name: str, detail: str) -> None:
         super().__init__(
@@ -284,7 +286,8 @@ class Downstream:
                 if ctx is not None and ctx.cancel_reason is not None:
                     span.set_attribute(a.CANCELLATION_REASON, ctx.cancel_reason.value)
                 raise
-            except (McpError, TimeoutError) as exc:  # its timeout: cancelled, still connected
+            except (McpError, TimeoutError) as exc:  # its timeout: cancelled, still connected;
+                # not running (never entered): DownstreamUnavailable, logged
                 span.set_status(StatusCode.ERROR, type(exc).__name__)
                 raise
             except Exception as exc:
@@ -305,11 +308,10 @@ class Downstream:
         ]
 
     async def _connected(self) -> Any:
-        if not self._entered:
-            raise RuntimeError(
-                f"downstream {self.name!r} is not running: "
-                "enter it (async with) in the app's lifespan"
-            )
+        if not self._entered:  # a mistake in the app: said to the caller and logged
+            error = DownstreamUnavailable(self.name, _NOT_RUNNING)
+            logger.error("%s", error.message)
+            raise error
         await self._ready.wait()
         return self._client
 

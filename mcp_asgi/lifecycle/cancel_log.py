@@ -1,6 +1,8 @@
 """The cancellation log: one record per cancelled request on `mcp_asgi.cancellation`.
 
-The record answers "why did this stop?" with structured fields (`extra=`). It is INFO, or
+The record answers "why did this stop?" with structured fields (`extra=`); its message
+names the method and the tool or prompt (`tools/call search cancelled: client_disconnect
+(exited) after 0.503s`). It is INFO, or
 WARNING when the cancel came after a side effect (a reconciliation item). An ignored cancel
 and an orphan's late exit are DEBUG. Never arguments, results or header values.
 """
@@ -22,9 +24,12 @@ def log_cancelled(record: RequestRecord) -> None:
     if not logger.isEnabledFor(level):
         return  # nobody listens: the fields are not worked out (200 cancels at once)
     fields = _fields(record)
+    name = fields["tool"] or fields["prompt"]
+    what = f"{fields['method']} {name}" if name else fields["method"]
     if record.after_side_effect:
         logger.warning(
-            "request cancelled after side effect %r (%s, %s): reconcile",
+            "%s cancelled after side effect %r (%s, %s): reconcile",
+            what,
             fields["side_effect"],
             fields["reason"],
             fields["outcome"],
@@ -32,7 +37,8 @@ def log_cancelled(record: RequestRecord) -> None:
         )
     else:
         logger.info(
-            "request cancelled: %s (%s) after %.3fs",
+            "%s cancelled: %s (%s) after %.3fs",
+            what,
             fields["reason"],
             fields["outcome"],
             fields["elapsed"],

@@ -5,7 +5,8 @@
     run          TaskRun: one call's work in this process, its questions, its outcome
     input        TaskInput: ctx.elicit & co. — an MRTR round before the task, a wait after
     supervisor   TaskSupervisor: runs the work outside any HTTP request; leases, signals,
-                 shutdown
+                 shutdown; warns at start-up of tasks in memory on one of several workers
+    workers      several_workers: whether this process looks like one of several workers
     methods      TaskMethods: tools/call of task-capable tools, tasks/get|update|cancel
 
 Owns tasks: their records, their work's scopes, their cancellation (`task_cancelled`).

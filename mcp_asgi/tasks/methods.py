@@ -40,6 +40,12 @@ from mcp_asgi.tasks.supervisor import TaskSupervisor
 
 Method = Callable[[McpRequest, Context, ResultOptions], Awaitable[JsonObject]]
 
+_UNSHARED_HINT = (
+    "; if this server runs on several workers or replicas, it needs a shared store for "
+    "its tasks (MCP_BUS_URL=redis://...)"
+)
+"""Added to "unknown task" when tasks are kept in this process's memory."""
+
 
 class TaskMethods:
     """Routes the requests the Tasks extension changes; the rest is the server's."""
@@ -48,6 +54,9 @@ class TaskMethods:
         self._server = server
         self._supervisor = supervisor
         self._window = window
+        self._unknown = "Invalid params: unknown task (or expired)"
+        if not supervisor.registry.store.shared:  # tasks in this process's memory
+            self._unknown += _UNSHARED_HINT
 
     def route(
         self, request: McpRequest, asgi_scope: Scope, *, body: bytes, inputs: Asking | None
@@ -185,7 +194,7 @@ class TaskMethods:
             )
         record = await self._supervisor.registry.find(str(request.params["taskId"]), owner)
         if record is None:
-            raise McpError(INVALID_PARAMS, "Invalid params: unknown task (or expired)")
+            raise McpError(INVALID_PARAMS, self._unknown)
         return record
 
     async def _signal(self, record: TaskRecord) -> None:

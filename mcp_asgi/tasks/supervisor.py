@@ -40,6 +40,7 @@ from mcp_asgi.tasks.input import TaskInput
 from mcp_asgi.tasks.record import TaskRecord
 from mcp_asgi.tasks.registry import TaskRegistry, worker_channel
 from mcp_asgi.tasks.run import TaskRun
+from mcp_asgi.tasks.workers import several_workers
 from mcp_asgi.telemetry import Telemetry
 
 Dispatch = Callable[[McpRequest, Context, ResultOptions], Awaitable[JsonObject]]
@@ -78,7 +79,9 @@ class TaskSupervisor:
     @asynccontextmanager
     async def run_tasks(self) -> AsyncIterator[None]:
         """Run tasks for as long as the block lasts (the middleware: the app's lifespan);
-        at its end, every task still running is cancelled (`server_shutdown`)."""
+        at its end, every task still running is cancelled (`server_shutdown`). Tasks kept in
+        this process's memory while it looks like one of several workers: a WARNING."""
+        self._warn_unshared()
         async with anyio.create_task_group() as group:
             group.start_soon(self._listen)
             group.start_soon(self._renew)
@@ -90,6 +93,22 @@ class TaskSupervisor:
                     await self.shutdown()
                 self._group = None
                 group.cancel_scope.cancel()
+
+    def _warn_unshared(self) -> None:
+        if not self._server.has_tasks or self.registry.store.shared:
+            return
+        workers = several_workers()
+        if workers is not None:
+            logger.warning(
+                "tools of server %r may run as tasks, but tasks are kept in this process's "
+                "memory and it looks like one of several workers (%s): a tasks/get or "
+                "tasks/cancel that reaches another worker answers 'unknown task', and a "
+                "task cancelled there keeps running. Configure a shared store: "
+                "MCP_BUS_URL=redis://... (mcp-asgi[redis]), or run one worker; see "
+                "docs/deployment.md",
+                self._server.name,
+                workers,
+            )
 
     # -- starting work ----------------------------------------------------------------
 

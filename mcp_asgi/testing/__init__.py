@@ -5,7 +5,10 @@ speak HTTP/1.1 over a real socket, so closing a stream really closes the TCP con
 
     with serve(app) as server:
         async with McpTestClient(server.url + "/mcp") as client:
+            tools = await client.list_tools()   # every page of tools/list
             result = await client.call_tool("echo", {"text": "hi"})
+            response = await client.request("tools/list")   # the whole HTTP response
+            assert response.status == 200 and "tools" in response.json()["result"]
             async with client.stream("tools/call", {"name": "slow", "arguments": {}}) as s:
                 await s.next_message()      # e.g. the first progress notification
                 await s.drop()              # the socket is closed: the server must cancel

@@ -107,6 +107,11 @@ class McpResponse:
         """The final JSON-RPC response (the last message)."""
         return self.messages[-1]
 
+    def json(self) -> dict[str, Any]:
+        """The final JSON-RPC response, `{"jsonrpc", "id", "result" | "error"}` (as
+        `final`), whether the reply was one JSON body or an SSE stream."""
+        return self.final
+
 
 class McpStream:
     """An open response read message by message; `drop()` closes the socket.
@@ -248,7 +253,8 @@ class McpTestClient:
     async def request(
         self, method: str, params: Mapping[str, Any] | None = None, **options: Any
     ) -> McpResponse:
-        """Send a request built with the standard headers and read the whole response."""
+        """Send a request built with the standard headers and read the whole response:
+        `.json()` is the final JSON-RPC response, `.messages` every message."""
         body = self.build(method, params, **options)
         return await self.post(body, self.headers_for(body))
 
@@ -259,10 +265,25 @@ class McpTestClient:
         response = await self.request(
             "tools/call", {"name": name, "arguments": dict(arguments or {})}, **options
         )
-        final = response.final
+        final = response.json()
         if "error" in final:
             raise AssertionError(f"tools/call {name} failed: {final['error']}")
         return dict(final["result"])
+
+    async def list_tools(self, **options: Any) -> list[dict[str, Any]]:
+        """The server's tools, every page (`tools/list` following `nextCursor`); raise
+        `AssertionError` on a JSON-RPC error."""
+        tools: list[dict[str, Any]] = []
+        params: dict[str, Any] = {}
+        while True:
+            final = (await self.request("tools/list", params, **options)).json()
+            if "error" in final:
+                raise AssertionError(f"tools/list failed: {final['error']}")
+            tools += final["result"]["tools"]
+            cursor = final["result"].get("nextCursor")
+            if cursor is None:
+                return tools
+            params = {"cursor": cursor}
 
     @asynccontextmanager
     async def stream(

@@ -12,9 +12,10 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+import uvicorn
 from fastapi import FastAPI
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -296,6 +297,78 @@ async def test_lifespan_messages_are_passed_unchanged() -> None:
     assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
 
 
+# -- two middlewares -------------------------------------------------------------------
+
+
+def named_server(name: str) -> McpServer:
+    server = McpServer(name)
+
+    @server.tool(name=f"{name}_tool")
+    async def tool() -> str:
+        """A tool of this server."""
+        return name
+
+    return server
+
+
+def shadow_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [
+        r
+        for r in caplog.records
+        if r.name.startswith("mcp_asgi") and "two McpMiddleware serve" in r.getMessage()
+    ]
+
+
+async def test_two_middlewares_on_one_path_fail_the_startup(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """McpMiddleware added twice on /mcp: the inner one (whose tools the outer one would
+    hide) fails the lifespan startup, naming the path, both servers and what to do; uvicorn
+    does not start."""
+    app = FastAPI()
+    app.add_middleware(McpMiddleware, server=named_server("inner"))
+    app.add_middleware(McpMiddleware, server=named_server("outer"))
+    server = uvicorn.Server(uvicorn.Config(app, port=0, log_level="critical", lifespan="on"))
+    with pytest.raises(SystemExit) as exited:  # uvicorn's exit on a failed startup
+        await server.serve()
+    assert exited.value.code == 3
+    assert not server.started
+    [record] = shadow_records(caplog)
+    assert record.levelno == logging.ERROR
+    assert record.getMessage() == (
+        "the MCP server cannot start: two McpMiddleware serve the path '/mcp': the outer "
+        "one (server 'outer') answers every request to it, so this one (server 'inner') "
+        "would never be reached and its tools never listed. Add McpMiddleware once per "
+        "path, or give this one another path (path= or McpSettings.path)"
+    )
+
+
+async def test_two_middlewares_on_two_paths_both_serve(caplog: pytest.LogCaptureFixture) -> None:
+    """Two servers on different paths, one middleware inside the other: both start and
+    serve their own tools, nothing is logged about them."""
+    inner = McpMiddleware(bare_app, server=named_server("inner"), path="/inner")
+    with serve(McpMiddleware(inner, server=named_server("outer"), path="/outer")) as live:
+        for name in ("inner", "outer"):
+            client = McpTestClient(f"{live.url}/{name}")
+            assert [t["name"] for t in await client.list_tools()] == [f"{name}_tool"]
+    assert shadow_records(caplog) == []
+
+
+async def test_without_a_lifespan_the_first_request_logs_the_shadowed_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With lifespan off nothing can fail the start: the inner middleware logs the same
+    error once, at the first request it sees (one the outer passed on)."""
+    inner = McpMiddleware(bare_app, server=named_server("inner"))
+    with serve(McpMiddleware(inner, server=named_server("outer")), lifespan="off") as live:
+        async with httpx.AsyncClient(base_url=live.url) as http:
+            for _ in range(2):
+                assert (await http.get("/")).status_code == 418  # bare_app's answer
+    [record] = shadow_records(caplog)
+    assert record.levelno == logging.ERROR
+    assert "(server 'inner') would never be reached" in record.getMessage()
+
+
 # -- settings ------------------------------------------------------------------------
 
 
@@ -331,6 +404,91 @@ def test_invalid_environment_is_refused(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("MCP_RESPONSE_MODE", "xml")
     with pytest.raises(ValueError, match="response_mode"):
         McpSettings()
+
+
+LIST_SETTINGS = {
+    "allowed_origins": ("https://a.example", "https://b.example:8443"),
+    "auth_issuers": ("https://id.example/realms/mcp", "https://id2.example"),
+    "auth_required_scopes": ("mcp", "files:read"),
+    "auth_algorithms": ("RS256", "ES256"),
+    "auth_token_types": ("at+jwt", "jwt"),
+}
+
+
+def test_every_list_setting_is_covered() -> None:
+    """Every tuple-typed setting reads its environment variable as a list (NoDecode: no
+    JSON-only parse before the validator) and is in LIST_SETTINGS below."""
+    listed = {
+        name
+        for name, field in McpSettings.model_fields.items()
+        if getattr(field.annotation, "__origin__", None) is tuple
+    }
+    assert listed == set(LIST_SETTINGS)
+    assert all(NoDecode in McpSettings.model_fields[name].metadata for name in listed)
+
+
+@pytest.mark.parametrize("name", LIST_SETTINGS)
+@pytest.mark.parametrize("style", ["comma", "json"])
+def test_list_settings_from_environment(
+    clean_env: pytest.MonkeyPatch, name: str, style: str
+) -> None:
+    """A list setting's MCP_* variable is a comma-separated list (spaces around items and
+    empty items dropped) or a JSON list. (An auth setting needs authorization on.)"""
+    items = LIST_SETTINGS[name]
+    if name.startswith("auth_"):
+        clean_env.setenv("MCP_AUTH_RESOURCE", "https://mcp.example/mcp")
+        clean_env.setenv("MCP_AUTH_ISSUERS", "https://id.example")
+    text = " , ".join(items) + "," if style == "comma" else json.dumps(items)
+    clean_env.setenv(f"MCP_{name.upper()}", text)
+    assert getattr(McpSettings(), name) == items
+
+
+def test_list_setting_with_broken_json_names_the_variable(clean_env: pytest.MonkeyPatch) -> None:
+    """A list variable that starts like JSON but is not a JSON list fails naming the
+    variable and both formats it takes."""
+    clean_env.setenv("MCP_ALLOWED_ORIGINS", '["https://a.example"')
+    with pytest.raises(ValueError, match=r"MCP_ALLOWED_ORIGINS\) is not a list.*comma-separated"):
+        McpSettings()
+
+
+def test_nested_list_setting_takes_a_comma_separated_list(clean_env: pytest.MonkeyPatch) -> None:
+    """Through an app's own settings class (env_nested_delimiter) too."""
+
+    class AppSettings(BaseSettings):
+        model_config = SettingsConfigDict(env_prefix="APP_", env_nested_delimiter="__")
+        mcp: McpSettings = Field(default_factory=McpSettings)
+
+    clean_env.setenv("APP_MCP__ALLOWED_ORIGINS", "https://a.example,https://b.example")
+    assert AppSettings().mcp.allowed_origins == ("https://a.example", "https://b.example")
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"cancel_grace": 1.0}, r"process_kill_grace \(2 s\) must not exceed cancel_grace"),
+        (
+            {"cancel_grace": 3.0, "process_kill_grace": 5.0},
+            r"process_kill_grace \(5 s\).*MCP_PROCESS_KILL_GRACE.*MCP_CANCEL_GRACE",
+        ),
+        (
+            {"max_client_info_bytes": 2048, "max_session_bytes": 1024},
+            r"max_client_info_bytes \(2048\) must not exceed max_session_bytes \(1024\)",
+        ),
+    ],
+)
+def test_contradicting_settings_are_refused(settings: dict[str, Any], named: str) -> None:
+    """Settings that cannot work together fail when built, naming both settings."""
+    with pytest.raises(ValueError, match=named):
+        McpSettings(**settings)
+
+
+def test_contradicting_environment_is_refused(clean_env: pytest.MonkeyPatch) -> None:
+    """The same from the environment: MCP_CANCEL_GRACE=1 with the default kill grace."""
+    clean_env.setenv("MCP_CANCEL_GRACE", "1")
+    with pytest.raises(ValueError, match="process_kill_grace"):
+        McpSettings()
+    clean_env.setenv("MCP_PROCESS_KILL_GRACE", "0.5")
+    assert McpSettings().process_kill_grace == 0.5
 
 
 async def test_settings_nested_in_app_settings(clean_env: pytest.MonkeyPatch) -> None:

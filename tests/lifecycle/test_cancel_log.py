@@ -97,11 +97,23 @@ def ids(context: SpanContext) -> tuple[int, int]:
     return context.trace_id, context.span_id
 
 
-@pytest.mark.parametrize(("charge", "level"), [(False, logging.INFO), (True, logging.WARNING)])
+@pytest.mark.parametrize(
+    ("charge", "level", "message"),
+    [
+        (False, logging.INFO, "tools/call waits cancelled: client_disconnect (exited) after "),
+        (
+            True,
+            logging.WARNING,
+            "tools/call waits cancelled after side effect 'charge_card' "
+            "(client_disconnect, exited): reconcile",
+        ),
+    ],
+)
 async def test_the_cancellation_record_is_in_the_request_span(
-    otel: Otel, bridge: SpanOfRecords, charge: bool, level: int
+    otel: Otel, bridge: SpanOfRecords, charge: bool, level: int, message: str
 ) -> None:
-    """A disconnect's record (WARNING after a side effect) carries the MCP span's ids."""
+    """A disconnect's record (WARNING after a side effect) names the tool and carries the
+    MCP span's ids."""
     started, release = anyio.Event(), anyio.Event()
     app = mcp_app(build_server(started, release), otel)
     params = {"name": "waits", "arguments": {"charge": charge}}
@@ -110,6 +122,7 @@ async def test_the_cancellation_record_is_in_the_request_span(
     assert span.context is not None
     [(record, context)] = bridge.above_debug()
     assert record.levelno == level
+    assert record.getMessage().startswith(message)
     assert ids(context) == ids(span.context)
     assert not trace.get_current_span().get_span_context().is_valid  # detached again
 
@@ -119,7 +132,7 @@ async def test_an_orphans_late_exit_is_in_the_request_span(
 ) -> None:
     """The DEBUG record of an orphan that finally returns also carries the span's ids."""
     started, release = anyio.Event(), anyio.Event()
-    app = mcp_app(build_server(started, release), otel, cancel_grace=0.05)
+    app = mcp_app(build_server(started, release), otel, cancel_grace=0.05, process_kill_grace=0.05)
     await disconnect_once_started(
         app, wire_for("tools/call", {"name": "hog"}, accept=JSON), started
     )

@@ -225,7 +225,9 @@ async def test_a_handler_that_swallows_the_cancel_becomes_an_orphan(
 ) -> None:
     """Catching the cancellation and carrying on: after the grace period it is an orphan,
     counted until it returns; its late result is never written; the server keeps serving."""
-    middleware = mcp_app(build_server(probes, pgid_file), otel, cancel_grace=0.2)
+    middleware = mcp_app(
+        build_server(probes, pgid_file), otel, cancel_grace=0.2, process_kill_grace=0.2
+    )
     with serving(middleware) as client:
         await drop_mid_call(client, "stubborn", probes["stubborn"], id="stubborn")
         await otel.wait_span("tools/call stubborn")

@@ -179,7 +179,7 @@ async def test_a_thread_cancelled_before_it_started_is_not_counted(otel: Otel) -
     exits at once, its function never runs, and it is not left counted as running. (The
     only thread of `max_threads=1` is held by another call's `ctx.run_sync`.)"""
     seen = Seen()
-    app = mcp_app(build_server(seen), otel, cancel_grace=0.2, max_threads=1)
+    app = mcp_app(build_server(seen), otel, cancel_grace=0.2, process_kill_grace=0.2, max_threads=1)
     holder = wire_for("tools/call", {"name": "offloaded"}, accept=JSON)
     waiting = wire_for("tools/call", {"name": "threaded"}, accept=JSON)
     async with watchdog(), anyio.create_task_group() as tg:

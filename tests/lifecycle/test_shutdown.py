@@ -114,7 +114,7 @@ async def test_lifespan_shutdown_cancels_everything_in_flight(otel: Otel) -> Non
     thread that ignores its token is given up after the grace period, every span ends, and
     no request is left when the app's own shutdown runs."""
     probes = Probes()
-    middleware, left = build(probes, otel, cancel_grace=0.3)
+    middleware, left = build(probes, otel, cancel_grace=0.3, process_kill_grace=0.3)
     lifespan = Lifespan()
     sse = wire_for("tools/call", {"name": "forever"}, accept=SSE, progress=True)
     json_reply = wire_for("tools/call", {"name": "polite"}, accept=JSON, request_id=2)

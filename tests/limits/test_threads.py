@@ -23,7 +23,7 @@ async def test_cut_thread_calls_never_run_more_threads_than_the_limit() -> None:
     threads stay within max_threads (8) plus a small margin, and no more than 8 calls
     ever start (the rest were cancelled while they waited for a slot)."""
     seen = Seen()
-    app = limits_app(seen, max_threads=8, cancel_grace=0.1, **UNLIMITED)
+    app = limits_app(seen, max_threads=8, cancel_grace=0.1, process_kill_grace=0.1, **UNLIMITED)
     with serve(app) as live:
         baseline = threading.active_count()
         client = McpTestClient(live.url + "/mcp")
@@ -60,7 +60,9 @@ async def test_a_queued_call_keeps_its_deadline_and_its_cancel() -> None:
     """max_threads=1 held by a long call: a second call times out while it waits (it
     never starts), and a third whose client leaves while it waits never starts either."""
     seen = Seen()
-    app = limits_app(seen, max_threads=1, max_request_duration=1.0, cancel_grace=0.1)
+    app = limits_app(
+        seen, max_threads=1, max_request_duration=1.0, cancel_grace=0.1, process_kill_grace=0.1
+    )
     with serve(app) as live:
         client = McpTestClient(live.url + "/mcp")
         async with client.stream(
@@ -84,7 +86,7 @@ async def test_an_abandoned_thread_is_an_orphan_and_keeps_its_slot(otel: Otel) -
     """A cut `def` call whose thread runs past cancel_grace: the orphan gauge shows it and
     its slot stays taken until the thread returns; then both are given back."""
     seen = Seen()
-    app = limits_app(seen, otel, max_threads=2, cancel_grace=0.1)
+    app = limits_app(seen, otel, max_threads=2, cancel_grace=0.1, process_kill_grace=0.1)
     with serve(app) as live:
         client = McpTestClient(live.url + "/mcp")
         async with client.stream(

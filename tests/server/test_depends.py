@@ -199,7 +199,7 @@ async def test_a_dependency_exit_that_hangs_is_bounded_by_the_cancel_grace(
     async def quick(value: Annotated[str, Depends(stuck)]) -> str:
         return value
 
-    app = fastapi_host(server, cancel_grace=0.1)
+    app = fastapi_host(server, cancel_grace=0.1, process_kill_grace=0.1)
     with caplog.at_level(logging.WARNING, logger="mcp_asgi.errors"), anyio.fail_after(5):
         wire = await call_tool(app, "quick")
     assert wire.result["content"][0]["text"] == "x"

@@ -52,7 +52,7 @@ async def test_make_run_prints_spans_on_the_console(tmp_path: Path) -> None:
     assert attributes["mcp_asgi.cancellation.outcome"] == "exited"
     assert [event["name"] for event in span["events"]] == ["mcp_asgi.cancellation"]
     assert span["resource"]["attributes"]["service.name"] == "library"
-    assert "request cancelled: client_disconnect (exited)" in example.stderr()
+    assert "tools/call search_books cancelled: client_disconnect (exited)" in example.stderr()
 
 
 async def test_a_traces_only_backend_gets_the_shutdown_span_and_no_metrics(

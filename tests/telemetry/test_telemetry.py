@@ -374,7 +374,7 @@ async def test_max_request_duration_is_a_timeout(otel: Otel) -> None:
 async def test_orphan_span_ends_at_grace_and_gauge_falls_when_it_exits(otel: Otel) -> None:
     """A thread past the grace period: span ends orphaned (ERROR); orphans.active 1 then 0."""
     probe = Probe()
-    app = build_app(otel, probe, cancel_grace=0.05)
+    app = build_app(otel, probe, cancel_grace=0.05, process_kill_grace=0.05)
     try:
         hog = wire_for("tools/call", {"name": "hog", "arguments": {}}, leave_on=probe.started)
         await hog.run(app)
