@@ -114,6 +114,7 @@ class McpMiddleware:
             requests=settings.max_requests_per_client,
             listen_streams=settings.max_listen_streams_per_client,
             sessions=settings.max_sessions_per_client,
+            tasks=settings.max_tasks_per_client,
             retry_sessions_after=settings.session_idle_ttl,
         )
         self._limits_requests = self._limits.limits_requests
@@ -136,7 +137,9 @@ class McpMiddleware:
             ),
             options=options,
             limits=self._limits,
-            tasks=TaskMethods(server, self._tasks, window=settings.task_result_window),
+            tasks=TaskMethods(
+                server, self._tasks, window=settings.task_result_window, limits=self._limits
+            ),
         )
         self._legacy = (
             LegacyEndpoint(

@@ -2,7 +2,7 @@
 
 Owns the client key (the verified principal when the request is authenticated, else the
 client's address), the token buckets of `rate_limit`, and the counts of what each client
-holds (requests in flight, listen streams, 2025-era sessions). A refusal is a
+holds (requests in flight, listen streams, 2025-era sessions, running tasks). A refusal is a
 `TooManyRequests` (429 with `Retry-After`), answered by the middleware like every other
 rejection.
 

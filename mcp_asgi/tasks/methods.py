@@ -3,12 +3,16 @@
     tools/call of a task-capable tool
         the request does not declare the extension: `optional` runs plainly, `required`
         is -32021 (requiredCapabilities) before anything runs
-        it does: the work starts under the supervisor; done within `task_result_window`,
+        it does: 503 when `max_tasks` run in this process, 429 when the client runs its
+        `max_tasks_per_client` (both with Retry-After, before the request's scope opens);
+        else the work starts under the supervisor; done within `task_result_window`,
         an `optional` tool answers plainly, and a question asked by then is an ordinary
         input_required round; otherwise the task is stored, then `CreateTaskResult`
     tasks/get | tasks/update | tasks/cancel
         -32021 unless the request declares the extension (before any lookup), then the
-        task its principal owns (-32602 for an unknown, expired or another's id)
+        task its principal owns (-32602 for an unknown, expired or another's id); a
+        `tasks/get` answer with a result counts one more request against the client's
+        rate per full 64 KiB of it (`ClientLimits.charge`)
 
 Every answer is `resultType: "complete"` except `CreateTaskResult` (`"task"`).
 """
@@ -16,7 +20,7 @@ Every answer is `resultType: "complete"` except `CreateTaskResult` (`"task"`).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 import anyio
 from starlette.types import Scope
@@ -25,6 +29,7 @@ from mcp_asgi._loggers import tasks_logger as logger
 from mcp_asgi.input.asking import Asking
 from mcp_asgi.input.request_state import digest, principal_of
 from mcp_asgi.lifecycle.cancel import CancelReason
+from mcp_asgi.limits import ClientLimits, client_key
 from mcp_asgi.protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -40,14 +45,25 @@ from mcp_asgi.tasks.supervisor import TaskSupervisor
 
 Method = Callable[[McpRequest, Context, ResultOptions], Awaitable[JsonObject]]
 
+BYTES_PER_REQUEST: Final = 64 * 1024
+"""A `tasks/get` answer counts one more request per this many bytes of result it carries."""
+
 
 class TaskMethods:
     """Routes the requests the Tasks extension changes; the rest is the server's."""
 
-    def __init__(self, server: McpServer, supervisor: TaskSupervisor, *, window: float) -> None:
+    def __init__(
+        self,
+        server: McpServer,
+        supervisor: TaskSupervisor,
+        *,
+        window: float,
+        limits: ClientLimits,
+    ) -> None:
         self._server = server
         self._supervisor = supervisor
         self._window = window
+        self._limits = limits
 
     def route(
         self, request: McpRequest, asgi_scope: Scope, *, body: bytes, inputs: Asking | None
@@ -61,12 +77,15 @@ class TaskMethods:
                 return None
             if self._server.task_policy(str(request.params.get("name"))) == "never":
                 return None
+            client = client_key(asgi_scope)
+            self._supervisor.check_capacity()  # 503, with Retry-After: before the scope
+            self._limits.check("tasks", client)  # 429, likewise
             return lambda r, ctx, options: self._call_tool(
-                r, ctx, options, asgi_scope, body, inputs
+                r, ctx, options, asgi_scope, body, inputs, client
             )
         owner = _owner(asgi_scope)
         if method == "tasks/get":
-            return lambda r, ctx, options: self._get(r, owner)
+            return lambda r, ctx, options: self._get(r, owner, client_key(asgi_scope))
         if method == "tasks/update":
             return lambda r, ctx, options: self._update(r, owner)
         if method == "tasks/cancel":
@@ -83,6 +102,7 @@ class TaskMethods:
         asgi_scope: Scope,
         body: bytes,
         inputs: Asking | None,
+        client: str,
     ) -> JsonObject:
         name = str(request.params["name"])
         policy = await self._server.call_task_policy(name, ctx)  # a source's: read now
@@ -96,8 +116,13 @@ class TaskMethods:
                     "Internal error: tasks run inside the app's lifespan, which has not started",
                 )
             return await self._server.dispatch(request, ctx, options)
-        run = supervisor.start(
-            asgi_scope, request, body=body, round=inputs, dispatch=self._server.dispatch
+        run = supervisor.start(  # checked again: others may have started tasks meanwhile
+            asgi_scope,
+            request,
+            body=body,
+            round=inputs,
+            dispatch=self._server.dispatch,
+            hold=self._limits.hold("tasks", client),
         )
         try:
             with anyio.move_on_after(self._window):
@@ -132,9 +157,12 @@ class TaskMethods:
 
     # -- tasks/* ------------------------------------------------------------------------
 
-    async def _get(self, request: McpRequest, owner: str | None) -> JsonObject:
+    async def _get(self, request: McpRequest, owner: str | None, client: str) -> JsonObject:
         record = await self._find(request, owner)
-        return self._answer(record.detailed())
+        answer = record.detailed()
+        if "result" in answer or "error" in answer:  # a large answer weighs several requests
+            self._limits.charge(client, record.result_bytes // BYTES_PER_REQUEST)
+        return self._answer(answer)
 
     async def _update(self, request: McpRequest, owner: str | None) -> JsonObject:
         record = await self._find(request, owner)

@@ -2,8 +2,10 @@
 
     running()   the app's lifespan: a task group for the work, a listener on this
                 replica's signal channel, and the lease renewal loop
+    check_capacity()  503 when `max_tasks` run in this process already
     start()     a task-capable call's work under its own RequestScope (no connection:
-                a disconnect of the creating request cannot reach it)
+                a disconnect of the creating request cannot reach it); the client's
+                `Hold` on one of its `max_tasks_per_client` is given back when it ends
     _renew      every lease/3: renew each running task's lease, and read its record: a
                 cancel recorded there (tasks/cancel on any replica) cancels the work with
                 `task_cancelled`, answers wake the handler, a record gone (TTL) cancels
@@ -31,7 +33,8 @@ from mcp_asgi.input.asking import Asking
 from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.lifecycle.outcome import ScopeObserver
 from mcp_asgi.lifecycle.scope import RequestScope
-from mcp_asgi.protocol.jsonrpc import JsonObject
+from mcp_asgi.limits import Hold
+from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, JsonObject, ProtocolError
 from mcp_asgi.protocol.request import McpRequest
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import McpServer, ResultOptions
@@ -93,6 +96,18 @@ class TaskSupervisor:
 
     # -- starting work ----------------------------------------------------------------
 
+    def check_capacity(self) -> None:
+        """503 with Retry-After when `max_tasks` tasks run in this process already."""
+        limit = self._settings.max_tasks
+        if limit is not None and len(self._runs) >= limit:
+            raise ProtocolError(
+                503,
+                INTERNAL_ERROR,
+                f"Service Unavailable: {limit} tasks run on this server already (max_tasks)",
+                {"reason": "server_busy", "limit": "max_tasks", "retryAfter": 1},
+                headers=[(b"retry-after", b"1")],
+            )
+
     def start(
         self,
         asgi_scope: Scope,
@@ -101,11 +116,29 @@ class TaskSupervisor:
         body: bytes,
         round: Asking | None,
         dispatch: Dispatch,
+        hold: Hold,
     ) -> TaskRun:
         """Start a task-capable call's work now, under its own scope; it is promoted to a
-        task (or not) by the caller."""
+        task (or not) by the caller. `hold` (the client's count of tasks) is given back
+        when the work ends, or at once if it cannot start."""
+        try:
+            return self._start(asgi_scope, request, body, round, dispatch, hold)
+        except BaseException:
+            hold.release()
+            raise
+
+    def _start(
+        self,
+        asgi_scope: Scope,
+        request: McpRequest,
+        body: bytes,
+        round: Asking | None,
+        dispatch: Dispatch,
+        hold: Hold,
+    ) -> TaskRun:
         if self._group is None:
             raise RuntimeError("tasks run only inside the app's lifespan")
+        self.check_capacity()  # 503
         task_id = secrets.token_urlsafe(24)  # 192 random bits, header-safe
         settings = self._settings
         observer = self._telemetry.begin_task(asgi_scope, request)  # linked to the creator
@@ -118,7 +151,14 @@ class TaskSupervisor:
             observer=observer or ScopeObserver(),
             cancel_on_disconnect=False,
         )
-        run = TaskRun(task_id, request, scope, self.registry, telemetry=observer)
+        run = TaskRun(
+            task_id,
+            request,
+            scope,
+            self.registry,
+            max_result_bytes=settings.max_task_result_bytes,
+            telemetry=observer,
+        )
         ctx = Context(
             scope,
             progress_min_interval=settings.progress_min_interval,
@@ -131,7 +171,7 @@ class TaskSupervisor:
             start_task=run.start_task,
         )
         self._runs[task_id] = run
-        self._group.start_soon(self._work, run, ctx, dispatch)
+        self._group.start_soon(self._work, run, ctx, dispatch, hold)
         return run
 
     @property
@@ -159,7 +199,7 @@ class TaskSupervisor:
             run.final_written = True
         return record
 
-    async def _work(self, run: TaskRun, ctx: Context, dispatch: Dispatch) -> None:
+    async def _work(self, run: TaskRun, ctx: Context, dispatch: Dispatch, hold: Hold) -> None:
         try:
             await run.scope.run(
                 _never_disconnects, lambda: dispatch(run.request, ctx, self._options)
@@ -180,6 +220,7 @@ class TaskSupervisor:
             logger.exception("could not store a task's outcome")
         finally:
             self._runs.pop(run.id, None)
+            hold.release()
             run.settled.set()
 
     # -- signals ----------------------------------------------------------------------

@@ -1,0 +1,101 @@
+"""Tasks cannot be hoarded (issue 25): a client runs at most `max_tasks_per_client` tasks
+(429), the process at most `max_tasks` (503), a result over `max_task_result_bytes` is not
+kept (the task fails saying so), and a large result served by tasks/get counts against the
+client's rate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.applications import Starlette
+
+from mcp_asgi import McpMiddleware, McpSettings
+from mcp_asgi.testing import serve
+
+from .apps import TaskClient, task_app, task_server, with_users
+
+
+def users_app(**settings: Any) -> Any:
+    """The task server, each request's client the `x-user` it names."""
+    mcp = McpMiddleware(
+        Starlette(), server=task_server(), settings=McpSettings(auth_host_identity=True, **settings)
+    )
+    return with_users(mcp)
+
+
+async def refused(client: TaskClient, status: int, limit: str) -> dict[str, Any]:
+    """A tools/call refused with HTTP `status` and Retry-After, naming the setting `limit`."""
+    call = {"name": "sleepy", "arguments": {"seconds": 30, "label": "refused"}}
+    response = await client.mcp.request("tools/call", call)
+    assert response.status == status, response.final
+    assert int(response.headers["retry-after"]) >= 1
+    error: dict[str, Any] = response.final["error"]
+    assert error["data"]["limit"] == limit
+    assert limit in error["message"]
+    return error
+
+
+async def test_a_client_runs_at_most_max_tasks_per_client() -> None:
+    """alice's third running task is refused (429, Retry-After) while bob still starts
+    his; once one of hers has ended (cancelled), she may start another."""
+    with serve(users_app(max_tasks_per_client=2), timeout_graceful_shutdown=1) as live:
+        alice, bob = TaskClient(live.url, "alice"), TaskClient(live.url, "bob")
+        first = await alice.start("sleepy", seconds=30, label="a1")
+        await alice.start("sleepy", seconds=30, label="a2")
+        await refused(alice, 429, "max_tasks_per_client")
+        await bob.start("sleepy", seconds=30, label="b1")
+        await alice.rpc("tasks/cancel", first)
+        await alice.until(first, "cancelled")
+        await alice.start("sleepy", seconds=30, label="a3")
+
+
+async def test_the_process_runs_at_most_max_tasks() -> None:
+    """With `max_tasks` running, anyone's next task is refused (503, Retry-After: another
+    replica may take it), within their own per-client limit."""
+    with serve(users_app(max_tasks=2), timeout_graceful_shutdown=1) as live:
+        alice, bob = TaskClient(live.url, "alice"), TaskClient(live.url, "bob")
+        await alice.start("sleepy", seconds=30, label="a1")
+        await bob.start("sleepy", seconds=30, label="b1")
+        error = await refused(TaskClient(live.url, "carol"), 503, "max_tasks")
+        assert error["data"]["reason"] == "server_busy"
+
+
+async def test_a_result_over_max_task_result_bytes_fails_the_task() -> None:
+    """A result larger than the setting is not kept: the task is failed with an error
+    naming the setting and the size, and tasks/get serves only that; a smaller one is
+    kept."""
+    with serve(task_app(max_task_result_bytes=1000), timeout_graceful_shutdown=1) as live:
+        client = TaskClient(live.url)
+        small = await client.until(await client.start("big", size=100), "completed", "failed")
+        assert small["result"]["content"][0]["text"] == "x" * 100
+        task_id = await client.start("big", size=5000)
+        response = await client.mcp.request("tasks/get", {"taskId": task_id})
+    failed = response.final["result"]
+    assert failed["status"] == "failed"
+    assert "result" not in failed
+    assert failed["error"]["data"]["reason"] == "result_too_large"
+    assert failed["error"]["data"]["limit"] == "max_task_result_bytes"
+    assert failed["error"]["data"]["bytes"] > 5000
+    assert "max_task_result_bytes" in failed["statusMessage"]
+    assert len(response.raw) < 1000
+
+
+async def test_a_large_result_served_counts_against_the_rate() -> None:
+    """Each tasks/get of a 640 KiB result counts as 11 requests (one per full 64 KiB, plus
+    the request): a burst of 60 serves it about 5 times, then 429 with Retry-After, where
+    plain counting would serve it 59 times."""
+    app = task_app(rate_limit=1, rate_limit_burst=60)
+    with serve(app, timeout_graceful_shutdown=1) as live:
+        client = TaskClient(live.url)
+        task_id = await client.start("big", size=640 * 1024)
+        served = 0
+        for _ in range(30):
+            response = await client.mcp.request("tasks/get", {"taskId": task_id})
+            if response.status != 200:
+                break
+            assert response.final["result"]["status"] == "completed"
+            served += 1
+    assert response.status == 429
+    assert int(response.headers["retry-after"]) >= 1
+    assert response.final["error"]["data"]["limit"] == "rate_limit"
+    assert 1 <= served <= 8
