@@ -221,6 +221,20 @@ class McpSettings(BaseSettings):
         description="Tasks running at once in this process, all clients together (503 "
         "with Retry-After beyond); None: no limit.",
     )
+    max_kept_task_bytes_per_client: int | None = Field(
+        default=32 * 1024 * 1024,
+        gt=0,
+        description="Bytes the records of one client's ended tasks (their results) may "
+        "take in the store, counted in this process until each task's TTL ends; beyond "
+        "it the client's new tasks get 429 with Retry-After. None: no limit.",
+    )
+    max_kept_task_bytes: int | None = Field(
+        default=256 * 1024 * 1024,
+        gt=0,
+        description="Bytes the records of ended tasks this process stored may take, all "
+        "clients together, until each task's TTL ends; beyond it new tasks get 503 with "
+        "Retry-After. None: no limit.",
+    )
     max_task_result_bytes: int = Field(
         default=1024 * 1024,
         gt=0,
@@ -362,6 +376,8 @@ class McpSettings(BaseSettings):
         "max_task_duration",
         "max_tasks_per_client",
         "max_tasks",
+        "max_kept_task_bytes_per_client",
+        "max_kept_task_bytes",
         "rate_limit",
         "max_requests_per_client",
         "max_listen_streams_per_client",

@@ -7,6 +7,7 @@
     supervisor   TaskSupervisor: runs the work outside any HTTP request; leases, signals,
                  shutdown
     methods      TaskMethods: tools/call of task-capable tools, tasks/get|update|cancel
+    capacity     KeptBytes: the bytes ended tasks keep until their TTL; server_busy (503)
 
 Owns tasks: their records, their work's scopes, their cancellation (`task_cancelled`).
 Sits beside `mcp_asgi.inflight` (the endpoint and the middleware use it); imports the

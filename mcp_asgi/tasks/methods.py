@@ -3,8 +3,9 @@
     tools/call of a task-capable tool
         the request does not declare the extension: `optional` runs plainly, `required`
         is -32021 (requiredCapabilities) before anything runs
-        it does: 503 when `max_tasks` run in this process, 429 when the client runs its
-        `max_tasks_per_client` (both with Retry-After, before the request's scope opens);
+        it does: 503 when `max_tasks` run in this process or its ended tasks keep
+        `max_kept_task_bytes`, 429 when the client runs `max_tasks_per_client` or keeps
+        `max_kept_task_bytes_per_client` (with Retry-After, before the request's scope);
         else the work starts under the supervisor; done within `task_result_window`,
         an `optional` tool answers plainly, and a question asked by then is an ordinary
         input_required round; otherwise the task is stored, then `CreateTaskResult`
@@ -78,8 +79,8 @@ class TaskMethods:
             if self._server.task_policy(str(request.params.get("name"))) == "never":
                 return None
             client = client_key(asgi_scope)
-            self._supervisor.check_capacity()  # 503, with Retry-After: before the scope
-            self._limits.check("tasks", client)  # 429, likewise
+            self._supervisor.check_capacity(client)  # 503, 429 with Retry-After: before
+            self._limits.check("tasks", client)  # the request's scope opens
             return lambda r, ctx, options: self._call_tool(
                 r, ctx, options, asgi_scope, body, inputs, client
             )
@@ -122,6 +123,7 @@ class TaskMethods:
             body=body,
             round=inputs,
             dispatch=self._server.dispatch,
+            client=client,
             hold=self._limits.hold("tasks", client),
         )
         try:
@@ -153,6 +155,8 @@ class TaskMethods:
         if not stored:
             run.cancel(CancelReason.TASK_CANCELLED)
             raise McpError(INTERNAL_ERROR, "Internal error: the task could not be stored")
+        if record.terminal:  # it was done when stored (its work will not store it again)
+            supervisor.kept(record, client)
         return self._answer({**record.task(), "resultType": "task"})
 
     # -- tasks/* ------------------------------------------------------------------------

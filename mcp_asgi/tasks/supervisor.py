@@ -2,7 +2,9 @@
 
     running()   the app's lifespan: a task group for the work, a listener on this
                 replica's signal channel, and the lease renewal loop
-    check_capacity()  503 when `max_tasks` run in this process already
+    check_capacity(client)  503 when `max_tasks` run in this process already, or its
+                ended tasks keep `max_kept_task_bytes`; 429 when the client's keep
+                `max_kept_task_bytes_per_client` (`capacity.KeptBytes`)
     start()     a task-capable call's work under its own RequestScope (no connection:
                 a disconnect of the creating request cannot reach it); the client's
                 `Hold` on one of its `max_tasks_per_client` is given back when it ends
@@ -34,11 +36,12 @@ from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.lifecycle.outcome import ScopeObserver
 from mcp_asgi.lifecycle.scope import RequestScope
 from mcp_asgi.limits import Hold
-from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, JsonObject, ProtocolError
+from mcp_asgi.protocol.jsonrpc import JsonObject
 from mcp_asgi.protocol.request import McpRequest
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import McpServer, ResultOptions
 from mcp_asgi.settings import McpSettings
+from mcp_asgi.tasks.capacity import KeptBytes, server_busy
 from mcp_asgi.tasks.input import TaskInput
 from mcp_asgi.tasks.record import TaskRecord
 from mcp_asgi.tasks.registry import TaskRegistry, worker_channel
@@ -67,6 +70,10 @@ class TaskSupervisor:
         self._telemetry = telemetry
         self._options = options
         self._runs: dict[str, TaskRun] = {}
+        self._kept = KeptBytes(
+            per_client=settings.max_kept_task_bytes_per_client,
+            total=settings.max_kept_task_bytes,
+        )
         self._group: TaskGroup | None = None
 
     @property
@@ -96,17 +103,13 @@ class TaskSupervisor:
 
     # -- starting work ----------------------------------------------------------------
 
-    def check_capacity(self) -> None:
-        """503 with Retry-After when `max_tasks` tasks run in this process already."""
+    def check_capacity(self, client: str) -> None:
+        """503 (Retry-After) when `max_tasks` run in this process already or its ended
+        tasks keep `max_kept_task_bytes`; 429 when those of `client` keep its share."""
         limit = self._settings.max_tasks
         if limit is not None and len(self._runs) >= limit:
-            raise ProtocolError(
-                503,
-                INTERNAL_ERROR,
-                f"Service Unavailable: {limit} tasks run on this server already (max_tasks)",
-                {"reason": "server_busy", "limit": "max_tasks", "retryAfter": 1},
-                headers=[(b"retry-after", b"1")],
-            )
+            raise server_busy(f"{limit} tasks run on this server already", "max_tasks")
+        self._kept.check(client, self.registry.clock())
 
     def start(
         self,
@@ -116,13 +119,14 @@ class TaskSupervisor:
         body: bytes,
         round: Asking | None,
         dispatch: Dispatch,
+        client: str,
         hold: Hold,
     ) -> TaskRun:
         """Start a task-capable call's work now, under its own scope; it is promoted to a
         task (or not) by the caller. `hold` (the client's count of tasks) is given back
         when the work ends, or at once if it cannot start."""
         try:
-            return self._start(asgi_scope, request, body, round, dispatch, hold)
+            return self._start(asgi_scope, request, body, round, dispatch, client, hold)
         except BaseException:
             hold.release()
             raise
@@ -134,11 +138,12 @@ class TaskSupervisor:
         body: bytes,
         round: Asking | None,
         dispatch: Dispatch,
+        client: str,
         hold: Hold,
     ) -> TaskRun:
         if self._group is None:
             raise RuntimeError("tasks run only inside the app's lifespan")
-        self.check_capacity()  # 503
+        self.check_capacity(client)  # 503, 429
         task_id = secrets.token_urlsafe(24)  # 192 random bits, header-safe
         settings = self._settings
         observer = self._telemetry.begin_task(asgi_scope, request)  # linked to the creator
@@ -171,7 +176,7 @@ class TaskSupervisor:
             start_task=run.start_task,
         )
         self._runs[task_id] = run
-        self._group.start_soon(self._work, run, ctx, dispatch, hold)
+        self._group.start_soon(self._work, run, ctx, dispatch, client, hold)
         return run
 
     @property
@@ -199,7 +204,15 @@ class TaskSupervisor:
             run.final_written = True
         return record
 
-    async def _work(self, run: TaskRun, ctx: Context, dispatch: Dispatch, hold: Hold) -> None:
+    def kept(self, record: TaskRecord, client: str) -> None:
+        """`record` has ended and stays in the store until its TTL ends: it counts against
+        `client`'s and the process's kept bytes until then."""
+        expires = None if record.ttl is None else record.created + record.ttl
+        self._kept.add(client, len(record.to_bytes()), expires)
+
+    async def _work(
+        self, run: TaskRun, ctx: Context, dispatch: Dispatch, client: str, hold: Hold
+    ) -> None:
         try:
             await run.scope.run(
                 _never_disconnects, lambda: dispatch(run.request, ctx, self._options)
@@ -215,7 +228,9 @@ class TaskSupervisor:
                 if run.record is not None and not run.final_written:
                     run.final_written = True
                     with anyio.CancelScope(shield=True):
-                        await self.registry.change(run.id, run.apply_outcome)
+                        final = await self.registry.change(run.id, run.apply_outcome)
+                    if final is not None:  # (done when stored: counted by its creator)
+                        self.kept(final, client)
         except Exception:
             logger.exception("could not store a task's outcome")
         finally:

@@ -1,15 +1,20 @@
 """Tasks cannot be hoarded (issue 25): a client runs at most `max_tasks_per_client` tasks
 (429), the process at most `max_tasks` (503), a result over `max_task_result_bytes` is not
-kept (the task fails saying so), and a large result served by tasks/get counts against the
-client's rate."""
+kept (the task fails saying so), ended tasks keep at most `max_kept_task_bytes_per_client`
+(429) and `max_kept_task_bytes` (503) until their TTL ends, and a large result served by
+tasks/get counts against the client's rate."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from starlette.applications import Starlette
 
 from mcp_asgi import McpMiddleware, McpSettings
+from mcp_asgi.limits import TooManyRequests
+from mcp_asgi.protocol.jsonrpc import ProtocolError
+from mcp_asgi.tasks.capacity import KeptBytes
 from mcp_asgi.testing import serve
 
 from .apps import TaskClient, task_app, task_server, with_users
@@ -23,9 +28,12 @@ def users_app(**settings: Any) -> Any:
     return with_users(mcp)
 
 
-async def refused(client: TaskClient, status: int, limit: str) -> dict[str, Any]:
+async def refused(
+    client: TaskClient, status: int, limit: str, tool: str = "sleepy", **arguments: Any
+) -> dict[str, Any]:
     """A tools/call refused with HTTP `status` and Retry-After, naming the setting `limit`."""
-    call = {"name": "sleepy", "arguments": {"seconds": 30, "label": "refused"}}
+    arguments = arguments or {"seconds": 30, "label": "refused"}
+    call = {"name": tool, "arguments": arguments}
     response = await client.mcp.request("tools/call", call)
     assert response.status == status, response.final
     assert int(response.headers["retry-after"]) >= 1
@@ -99,3 +107,45 @@ async def test_a_large_result_served_counts_against_the_rate() -> None:
     assert int(response.headers["retry-after"]) >= 1
     assert response.final["error"]["data"]["limit"] == "rate_limit"
     assert 1 <= served <= 8
+
+
+@pytest.mark.parametrize("window", [0, 5], ids=["ended-after-creation", "done-when-created"])
+async def test_ended_tasks_keep_at_most_their_bytes_until_their_ttl(window: float) -> None:
+    """Results kept for the TTL count against the client (429 past
+    max_kept_task_bytes_per_client) and the process (503 past max_kept_task_bytes), with
+    a Retry-After up to the TTL's end: whether the work ended after the task was stored
+    (no result window) or before (stored with its result)."""
+    settings = {
+        "max_kept_task_bytes_per_client": 10_000,
+        "max_kept_task_bytes": 25_000,
+        "task_result_window": window,
+    }
+    with serve(users_app(**settings), timeout_graceful_shutdown=1) as live:
+        alice, bob = TaskClient(live.url, "alice"), TaskClient(live.url, "bob")
+        for client in (alice, alice, bob, bob):  # about 6.3 KB each
+            await client.until(await client.start("big", size=6000), "completed")
+        await refused(alice, 429, "max_kept_task_bytes_per_client", "big", size=10)
+        error = await refused(TaskClient(live.url, "carol"), 503, "max_kept_task_bytes")
+    assert 3000 < error["data"]["retryAfter"] <= 3600  # the default TTL, 1 h
+
+
+def test_kept_bytes_are_given_back_when_their_ttl_ends() -> None:
+    """What expired no longer counts; Retry-After is the time until the oldest expires;
+    a task kept forever (no TTL) counts forever, its Retry-After capped at an hour."""
+    kept = KeptBytes(per_client=100, total=150)
+    kept.add("a", 60, expires=10.0)
+    kept.add("a", 60, expires=5.0)
+    with pytest.raises(TooManyRequests) as too_many:
+        kept.check("a", now=1.0)
+    assert too_many.value.headers == [(b"retry-after", b"4")]
+    kept.check("a", now=5.0)  # the one that expired at 5 s is given back
+    assert (kept.held("a"), kept.kept) == (60, 60)
+    kept.add("b", 100, expires=None)
+    with pytest.raises(ProtocolError) as busy:
+        kept.check("c", now=6.0)
+    assert busy.value.http_status == 503
+    assert busy.value.headers == [(b"retry-after", b"4")]
+    kept.check("c", now=10.0)
+    with pytest.raises(TooManyRequests) as forever:
+        kept.check("b", now=11.0)
+    assert forever.value.headers == [(b"retry-after", b"3600")]
