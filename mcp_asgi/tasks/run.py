@@ -16,9 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
-import anyio
-
 from mcp_asgi.lifecycle.cancel import CancelReason
+from mcp_asgi.lifecycle.lazy_event import LazyEvent
 from mcp_asgi.lifecycle.scope import RequestScope
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, JsonObject
 from mcp_asgi.protocol.request import McpRequest
@@ -60,16 +59,17 @@ class TaskRun:
         self.record: TaskRecord | None = None
         """The record as first stored (None until then, or if storing failed)."""
         self.final_written = False
-        self.done = anyio.Event()
+        # one-shot events made lazily: most are never waited for, and a task lives long
+        self.done = LazyEvent()
         """The handler exited (or was given up as an orphan)."""
-        self.settled = anyio.Event()
+        self.settled = LazyEvent()
         """Its outcome is stored (or could not be): this process is done with it."""
-        self.stored = anyio.Event()
+        self.stored = LazyEvent()
         """Promotion is over: the record is stored (`record` set) or could not be."""
-        self.decide = anyio.Event()
+        self.decide = LazyEvent()
         """The creating request should answer now: the work is done, or asked to be a task
         (`ctx.start_task()`)."""
-        self._wake = anyio.Event()
+        self._wake = LazyEvent()
         self._asked: set[str] = set()
         self._telemetry = telemetry
         self._max_result_bytes = max_result_bytes
@@ -80,7 +80,7 @@ class TaskRun:
     def wake(self) -> None:
         """The record may have changed (answers delivered): a waiting `ask` looks again."""
         self._wake.set()
-        self._wake = anyio.Event()
+        self._wake = LazyEvent()
 
     def cancel(self, reason: CancelReason) -> None:
         """Cancel the work through its scope (the same machinery as every request)."""

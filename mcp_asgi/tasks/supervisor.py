@@ -125,25 +125,23 @@ class TaskSupervisor:
         """Start a task-capable call's work now, under its own scope; it is promoted to a
         task (or not) by the caller. `hold` (the client's count of tasks) is given back
         when the work ends, or at once if it cannot start."""
+        group = self._group
         try:
-            return self._start(asgi_scope, request, body, round, dispatch, client, hold)
+            if group is None:
+                raise RuntimeError("tasks run only inside the app's lifespan")
+            self.check_capacity(client)  # 503, 429
+            run, ctx = self._prepare(asgi_scope, request, body, round)
         except BaseException:
             hold.release()
             raise
+        self._runs[run.id] = run
+        group.start_soon(self._work, run, ctx, dispatch, client, hold)
+        return run
 
-    def _start(
-        self,
-        asgi_scope: Scope,
-        request: McpRequest,
-        body: bytes,
-        round: Asking | None,
-        dispatch: Dispatch,
-        client: str,
-        hold: Hold,
-    ) -> TaskRun:
-        if self._group is None:
-            raise RuntimeError("tasks run only inside the app's lifespan")
-        self.check_capacity(client)  # 503, 429
+    def _prepare(
+        self, asgi_scope: Scope, request: McpRequest, body: bytes, round: Asking | None
+    ) -> tuple[TaskRun, Context]:
+        """A new task's run and its handler's context (the work not started yet)."""
         task_id = secrets.token_urlsafe(24)  # 192 random bits, header-safe
         settings = self._settings
         observer = self._telemetry.begin_task(asgi_scope, request)  # linked to the creator
@@ -175,9 +173,7 @@ class TaskSupervisor:
             task_id=task_id,
             start_task=run.start_task,
         )
-        self._runs[task_id] = run
-        self._group.start_soon(self._work, run, ctx, dispatch, client, hold)
-        return run
+        return run, ctx
 
     @property
     def ttl(self) -> float | None:

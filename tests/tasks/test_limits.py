@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from starlette.applications import Starlette
 
 from mcp_asgi import McpMiddleware, McpSettings
@@ -149,3 +150,19 @@ def test_kept_bytes_are_given_back_when_their_ttl_ends() -> None:
     with pytest.raises(TooManyRequests) as forever:
         kept.check("b", now=11.0)
     assert forever.value.headers == [(b"retry-after", b"3600")]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "max_tasks_per_client",
+        "max_tasks",
+        "max_task_result_bytes",
+        "max_kept_task_bytes_per_client",
+        "max_kept_task_bytes",
+    ],
+)
+def test_a_limit_of_zero_is_refused_at_start_up(name: str) -> None:
+    """0 would refuse every task: the settings say which one is wrong."""
+    with pytest.raises(ValidationError, match=rf"{name}\n.*greater than 0"):
+        McpSettings(**{name: 0})
