@@ -155,7 +155,8 @@ class TaskRun:
             kept = result if result is not None else error
             size = 0 if kept is None else len(json.dumps(kept, separators=(",", ":")))
             if size > self._max_result_bytes:
-                error = _too_large(size, self._max_result_bytes)
+                what = "result" if result is not None else "error"
+                error = _too_large(what, size, self._max_result_bytes)
                 status, result, message, size = "failed", None, error["message"], 0
             self._outcome = Outcome(status, result, error, message, size)
         return self._outcome
@@ -195,11 +196,11 @@ class TaskRun:
         return True
 
 
-def _too_large(size: int, limit: int) -> JsonObject:
+def _too_large(what: str, size: int, limit: int) -> JsonObject:
     """The error of a task whose result (or error) is too large to keep."""
     return {
         "code": INTERNAL_ERROR,
-        "message": f"Task failed: its result is {size} bytes of JSON, more than the server "
+        "message": f"Task failed: its {what} is {size} bytes of JSON, more than the server "
         f"keeps (max_task_result_bytes = {limit})",
         "data": {"reason": "result_too_large", "limit": "max_task_result_bytes", "bytes": size},
     }

@@ -164,5 +164,6 @@ def test_kept_bytes_are_given_back_when_their_ttl_ends() -> None:
 )
 def test_a_limit_of_zero_is_refused_at_start_up(name: str) -> None:
     """0 would refuse every task: the settings say which one is wrong."""
+    zero: dict[str, Any] = {name: 0}
     with pytest.raises(ValidationError, match=rf"{name}\n.*greater than 0"):
-        McpSettings(**{name: 0})
+        McpSettings(**zero)
