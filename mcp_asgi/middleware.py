@@ -121,6 +121,7 @@ class McpMiddleware:
             requests=settings.max_requests_per_client,
             listen_streams=settings.max_listen_streams_per_client,
             sessions=settings.max_sessions_per_client,
+            tasks=settings.max_tasks_per_client,
             retry_sessions_after=settings.session_idle_ttl,
             ipv4_prefix=settings.client_ipv4_prefix,
             ipv6_prefix=settings.client_ipv6_prefix,
@@ -145,7 +146,9 @@ class McpMiddleware:
             ),
             options=options,
             limits=self._limits,
-            tasks=TaskMethods(server, self._tasks, window=settings.task_result_window),
+            tasks=TaskMethods(
+                server, self._tasks, window=settings.task_result_window, limits=self._limits
+            ),
         )
         self._legacy = (
             LegacyEndpoint(

@@ -234,6 +234,40 @@ class McpSettings(BaseSettings):
         "the replica also checks the store for a cancel or answers. A task whose lease "
         "ran out (its replica died) ends failed.",
     )
+    max_tasks_per_client: int | None = Field(
+        default=100,
+        gt=0,
+        description="Tasks one client may have running at once in this process, counted "
+        "from the start of their work to its end (429 with Retry-After beyond); None: no "
+        "limit.",
+    )
+    max_tasks: int | None = Field(
+        default=1000,
+        gt=0,
+        description="Tasks running at once in this process, all clients together (503 "
+        "with Retry-After beyond); None: no limit.",
+    )
+    max_kept_task_bytes_per_client: int | None = Field(
+        default=32 * 1024 * 1024,
+        gt=0,
+        description="Bytes the records of one client's ended tasks (their results) may "
+        "take in the store, counted in this process until each task's TTL ends; beyond "
+        "it the client's new tasks get 429 with Retry-After. None: no limit.",
+    )
+    max_kept_task_bytes: int | None = Field(
+        default=256 * 1024 * 1024,
+        gt=0,
+        description="Bytes the records of ended tasks this process stored may take, all "
+        "clients together, until each task's TTL ends; beyond it new tasks get 503 with "
+        "Retry-After. None: no limit.",
+    )
+    max_task_result_bytes: int = Field(
+        default=1024 * 1024,
+        gt=0,
+        description="Largest result (or error) a task stores, in JSON bytes: a larger one "
+        "is not kept, and the task ends failed saying so. A tasks/get answer carrying a "
+        "result counts as one more request against rate_limit per full 64 KiB of it.",
+    )
     bus_url: str | None = Field(
         default=None,
         description="Redis URL (redis://host:6379/0) of the notification bus shared by all "
@@ -474,6 +508,10 @@ class McpSettings(BaseSettings):
         "task_ttl",
         "max_task_ttl",
         "max_task_duration",
+        "max_tasks_per_client",
+        "max_tasks",
+        "max_kept_task_bytes_per_client",
+        "max_kept_task_bytes",
         "rate_limit",
         "max_requests_per_client",
         "max_listen_streams_per_client",

@@ -2,8 +2,8 @@
 
 Owns the client key (the verified principal when the request is authenticated, else the
 client's address), the token buckets of `rate_limit`, and the counts of what each client
-holds (requests in flight, listen streams, 2025-era sessions), and the budget of refused
-access tokens (`AuthFailures`). A refusal is a
+holds (requests in flight, listen streams, 2025-era sessions, running tasks), and the budget
+of refused access tokens (`AuthFailures`). A refusal is a
 `TooManyRequests` (429 with `Retry-After`), answered by the middleware like every other
 rejection.
 

@@ -25,8 +25,7 @@ class Buckets:
         """Take one token for `key`: 0.0 when there was one, else the seconds until
         there will be (nothing is taken then)."""
         now = self._clock()
-        tokens, at = self._buckets.get(key, (self._burst, now))
-        tokens = min(self._burst, tokens + (now - at) * self._rate)
+        tokens = self._level(key, now)
         if tokens < 1.0:
             self._buckets[key] = (tokens, now)
             return (1.0 - tokens) / self._rate
@@ -41,6 +40,17 @@ class Buckets:
         if entry is not None:
             tokens, at = entry
             self._buckets[key] = (min(self._burst, tokens + 1.0), at)
+
+    def charge(self, key: str, tokens: float) -> None:
+        """Take `tokens` from `key`'s bucket whatever it holds (it may go below empty: the
+        client then waits until the rate has filled it back above one token)."""
+        now = self._clock()
+        self._buckets[key] = (self._level(key, now) - tokens, now)
+
+    def _level(self, key: str, now: float) -> float:
+        """The tokens in `key`'s bucket at `now` (full for a client not seen)."""
+        tokens, at = self._buckets.get(key, (self._burst, now))
+        return min(self._burst, tokens + (now - at) * self._rate)
 
     def _sweep(self, now: float) -> None:
         """Forget the clients whose bucket has filled up again (they are as if new);

@@ -5,8 +5,11 @@
     key(asgi_scope)              the principal's key, else "addr:<the client's network>"
                                  (its address; for IPv6 its /64, settings client_ipv*_prefix)
     check_rate(key)              a token from the client's bucket, or 429
-    hold(kind, key)              one more request / listen stream / session held, or 429;
-                                 the returned `Hold` gives it back (idempotent)
+    charge(key, requests)        take `requests` more tokens after the fact (a large answer
+                                 served): the bucket may go into debt, paid back at the rate
+    hold(kind, key)              one more request / listen stream / session / task held, or
+                                 429; the returned `Hold` gives it back (idempotent)
+    check(kind, key)             429 if `hold` would refuse now (nothing is held)
 
 Counts live in one dict per endpoint, keyed by client; a client holding nothing is not in
 it, so the table is bounded by what is held. Everything runs on the event loop: no locks.
@@ -27,11 +30,12 @@ from mcp_asgi.auth.principal import principal_key
 from mcp_asgi.limits.bucket import Buckets
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, ProtocolError, RequestId
 
-Kind = Literal["requests", "listen_streams", "sessions"]
+Kind = Literal["requests", "listen_streams", "sessions", "tasks"]
 _SETTING: Final[dict[Kind, str]] = {
     "requests": "max_requests_per_client",
     "listen_streams": "max_listen_streams_per_client",
     "sessions": "max_sessions_per_client",
+    "tasks": "max_tasks_per_client",
 }
 
 
@@ -43,7 +47,7 @@ class TooManyRequests(ProtocolError):
         super().__init__(
             429,
             INTERNAL_ERROR,
-            f"Too Many Requests: {detail}",
+            f"Too Many Requests: {detail} ({limit})",
             {"reason": "rate_limited", "limit": limit, "retryAfter": seconds},
             headers=[(b"retry-after", str(seconds).encode())],
         )
@@ -118,6 +122,7 @@ class ClientLimits:
         requests: int | None,
         listen_streams: int | None,
         sessions: int | None,
+        tasks: int | None = None,
         retry_sessions_after: float = 60.0,
         ipv4_prefix: int = 32,
         ipv6_prefix: int = 64,
@@ -130,6 +135,7 @@ class ClientLimits:
             "requests": requests,
             "listen_streams": listen_streams,
             "sessions": sessions,
+            "tasks": tasks,
         }
         self._held: dict[tuple[Kind, str], int] = {}
         self._retry_sessions_after = retry_sessions_after
@@ -157,19 +163,23 @@ class ClientLimits:
             if wait:
                 raise TooManyRequests("request rate limit reached", wait, "rate_limit")
 
+    def charge(self, key: str, requests: int) -> None:
+        """Count `requests` more against the client's rate (what was just served weighed as
+        much); its bucket may go below empty, and its next requests get 429 until the rate
+        has paid the debt back."""
+        if self._buckets is not None and requests > 0:
+            self._buckets.charge(key, requests)
+
+    def check(self, kind: Kind, key: str) -> None:
+        """429 when client `key` already holds its limit of `kind` (nothing is held)."""
+        self._refuse_if_full(kind, key)
+
     def hold(self, kind: Kind, key: str) -> Hold:
         """One more `kind` held by client `key`; 429 when it already holds its limit."""
-        limit = self._limits[kind]
-        if limit is None:
+        if self._limits[kind] is None:
             return _NOTHING
         slot = (kind, key)
-        count = self._held.get(slot, 0)
-        if count >= limit:
-            retry = self._retry_sessions_after if kind == "sessions" else 1.0
-            raise TooManyRequests(
-                f"at most {limit} {kind.replace('_', ' ')} per client", retry, _SETTING[kind]
-            )
-        self._held[slot] = count + 1
+        self._held[slot] = self._refuse_if_full(kind, key) + 1
 
         def release() -> None:
             left = self._held[slot] - 1
@@ -179,3 +189,14 @@ class ClientLimits:
                 del self._held[slot]
 
         return Hold(release)
+
+    def _refuse_if_full(self, kind: Kind, key: str) -> int:
+        """How many of `kind` client `key` holds; 429 when that is its limit."""
+        count = self._held.get((kind, key), 0)
+        limit = self._limits[kind]
+        if limit is not None and count >= limit:
+            retry = self._retry_sessions_after if kind == "sessions" else 1.0
+            raise TooManyRequests(
+                f"at most {limit} {kind.replace('_', ' ')} per client", retry, _SETTING[kind]
+            )
+        return count

@@ -8,6 +8,7 @@
                  shutdown; warns at start-up of tasks in memory on one of several workers
     workers      several_workers: whether this process looks like one of several workers
     methods      TaskMethods: tools/call of task-capable tools, tasks/get|update|cancel
+    capacity     KeptBytes: the bytes ended tasks keep until their TTL; server_busy (503)
 
 Owns tasks: their records, their work's scopes, their cancellation (`task_cancelled`).
 Sits beside `mcp_asgi.inflight` (the endpoint and the middleware use it); imports the

@@ -3,12 +3,17 @@
     tools/call of a task-capable tool
         the request does not declare the extension: `optional` runs plainly, `required`
         is -32021 (requiredCapabilities) before anything runs
-        it does: the work starts under the supervisor; done within `task_result_window`,
+        it does: 503 when `max_tasks` run in this process or its ended tasks keep
+        `max_kept_task_bytes`, 429 when the client runs `max_tasks_per_client` or keeps
+        `max_kept_task_bytes_per_client` (with Retry-After, before the request's scope);
+        else the work starts under the supervisor; done within `task_result_window`,
         an `optional` tool answers plainly, and a question asked by then is an ordinary
         input_required round; otherwise the task is stored, then `CreateTaskResult`
     tasks/get | tasks/update | tasks/cancel
         -32021 unless the request declares the extension (before any lookup), then the
-        task its principal owns (-32602 for an unknown, expired or another's id)
+        task its principal owns (-32602 for an unknown, expired or another's id); a
+        `tasks/get` answer with a result counts one more request against the client's
+        rate per full 64 KiB of it (`ClientLimits.charge`)
 
 Every answer is `resultType: "complete"` except `CreateTaskResult` (`"task"`).
 """
@@ -16,7 +21,7 @@ Every answer is `resultType: "complete"` except `CreateTaskResult` (`"task"`).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 import anyio
 from starlette.types import Scope
@@ -25,6 +30,7 @@ from mcp_asgi._loggers import tasks_logger as logger
 from mcp_asgi.input.asking import Asking
 from mcp_asgi.input.request_state import digest, principal_of
 from mcp_asgi.lifecycle.cancel import CancelReason
+from mcp_asgi.limits import ClientLimits
 from mcp_asgi.protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -46,17 +52,28 @@ _UNSHARED_HINT = (
 )
 """Added to "unknown task" when tasks are kept in this process's memory."""
 
+BYTES_PER_REQUEST: Final = 64 * 1024
+"""A `tasks/get` answer counts one more request per this many bytes of result it carries."""
+
 
 class TaskMethods:
     """Routes the requests the Tasks extension changes; the rest is the server's."""
 
-    def __init__(self, server: McpServer, supervisor: TaskSupervisor, *, window: float) -> None:
+    def __init__(
+        self,
+        server: McpServer,
+        supervisor: TaskSupervisor,
+        *,
+        window: float,
+        limits: ClientLimits,
+    ) -> None:
         self._server = server
         self._supervisor = supervisor
         self._window = window
         self._unknown = "Invalid params: unknown task (or expired)"
         if not supervisor.registry.store.shared:  # tasks in this process's memory
             self._unknown += _UNSHARED_HINT
+        self._limits = limits
 
     def route(
         self, request: McpRequest, asgi_scope: Scope, *, body: bytes, inputs: Asking | None
@@ -70,12 +87,15 @@ class TaskMethods:
                 return None
             if self._server.task_policy(str(request.params.get("name"))) == "never":
                 return None
+            client = self._limits.key(asgi_scope)
+            self._supervisor.check_capacity(client)  # 503, 429 with Retry-After: before
+            self._limits.check("tasks", client)  # the request's scope opens
             return lambda r, ctx, options: self._call_tool(
-                r, ctx, options, asgi_scope, body, inputs
+                r, ctx, options, asgi_scope, body, inputs, client
             )
         owner = _owner(asgi_scope)
         if method == "tasks/get":
-            return lambda r, ctx, options: self._get(r, owner)
+            return lambda r, ctx, options: self._get(r, owner, self._limits.key(asgi_scope))
         if method == "tasks/update":
             return lambda r, ctx, options: self._update(r, owner)
         if method == "tasks/cancel":
@@ -92,6 +112,7 @@ class TaskMethods:
         asgi_scope: Scope,
         body: bytes,
         inputs: Asking | None,
+        client: str,
     ) -> JsonObject:
         name = str(request.params["name"])
         policy = await self._server.call_task_policy(name, ctx)  # a source's: read now
@@ -105,8 +126,14 @@ class TaskMethods:
                     "Internal error: tasks run inside the app's lifespan, which has not started",
                 )
             return await self._server.dispatch(request, ctx, options)
-        run = supervisor.start(
-            asgi_scope, request, body=body, round=inputs, dispatch=self._server.dispatch
+        run = supervisor.start(  # checked again: others may have started tasks meanwhile
+            asgi_scope,
+            request,
+            body=body,
+            round=inputs,
+            dispatch=self._server.dispatch,
+            client=client,
+            hold=self._limits.hold("tasks", client),
         )
         try:
             with anyio.move_on_after(self._window):
@@ -137,13 +164,18 @@ class TaskMethods:
         if not stored:
             run.cancel(CancelReason.TASK_CANCELLED)
             raise McpError(INTERNAL_ERROR, "Internal error: the task could not be stored")
+        if record.terminal:  # it was done when stored (its work will not store it again)
+            supervisor.kept(record, client)
         return self._answer({**record.task(), "resultType": "task"})
 
     # -- tasks/* ------------------------------------------------------------------------
 
-    async def _get(self, request: McpRequest, owner: str | None) -> JsonObject:
+    async def _get(self, request: McpRequest, owner: str | None, client: str) -> JsonObject:
         record = await self._find(request, owner)
-        return self._answer(record.detailed())
+        answer = record.detailed()
+        if "result" in answer or "error" in answer:  # a large answer weighs several requests
+            self._limits.charge(client, record.result_bytes // BYTES_PER_REQUEST)
+        return self._answer(answer)
 
     async def _update(self, request: McpRequest, owner: str | None) -> JsonObject:
         record = await self._find(request, owner)

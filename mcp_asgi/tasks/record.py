@@ -48,6 +48,8 @@ class TaskRecord:
     """Every key ever asked: a key is never reused in a task's life."""
     result: JsonObject | None = None
     error: JsonObject | None = None
+    result_bytes: int = 0
+    """JSON bytes of `result` or `error` (what `tasks/get` serves besides the task)."""
 
     @property
     def terminal(self) -> bool:

@@ -13,17 +13,28 @@ request; after it, the task goes `input_required` and the handler waits where it
 
 from __future__ import annotations
 
-from typing import Any
-
-import anyio
+import json
+from typing import Any, NamedTuple
 
 from mcp_asgi.lifecycle.cancel import CancelReason
+from mcp_asgi.lifecycle.lazy_event import LazyEvent
 from mcp_asgi.lifecycle.scope import RequestScope
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, JsonObject
 from mcp_asgi.protocol.request import McpRequest
 from mcp_asgi.tasks.record import TaskRecord
 from mcp_asgi.tasks.registry import TaskRegistry
 from mcp_asgi.telemetry.task_telemetry import TaskTelemetry
+
+
+class Outcome(NamedTuple):
+    """How the work ended, as its record keeps it."""
+
+    status: str
+    result: JsonObject | None
+    error: JsonObject | None
+    message: str | None
+    size: int
+    """JSON bytes of the result or error kept (what `tasks/get` serves besides the task)."""
 
 
 class TaskRun:
@@ -36,6 +47,7 @@ class TaskRun:
         scope: RequestScope,
         registry: TaskRegistry,
         *,
+        max_result_bytes: int,
         telemetry: TaskTelemetry | None = None,
     ) -> None:
         self.id = task_id
@@ -47,25 +59,28 @@ class TaskRun:
         self.record: TaskRecord | None = None
         """The record as first stored (None until then, or if storing failed)."""
         self.final_written = False
-        self.done = anyio.Event()
+        # one-shot events made lazily: most are never waited for, and a task lives long
+        self.done = LazyEvent()
         """The handler exited (or was given up as an orphan)."""
-        self.settled = anyio.Event()
+        self.settled = LazyEvent()
         """Its outcome is stored (or could not be): this process is done with it."""
-        self.stored = anyio.Event()
+        self.stored = LazyEvent()
         """Promotion is over: the record is stored (`record` set) or could not be."""
-        self.decide = anyio.Event()
+        self.decide = LazyEvent()
         """The creating request should answer now: the work is done, or asked to be a task
         (`ctx.start_task()`)."""
-        self._wake = anyio.Event()
+        self._wake = LazyEvent()
         self._asked: set[str] = set()
         self._telemetry = telemetry
+        self._max_result_bytes = max_result_bytes
+        self._outcome: Outcome | None = None
 
     # -- signals from the supervisor -------------------------------------------------
 
     def wake(self) -> None:
         """The record may have changed (answers delivered): a waiting `ask` looks again."""
         self._wake.set()
-        self._wake = anyio.Event()
+        self._wake = LazyEvent()
 
     def cancel(self, reason: CancelReason) -> None:
         """Cancel the work through its scope (the same machinery as every request)."""
@@ -132,7 +147,21 @@ class TaskRun:
 
     # -- the outcome -----------------------------------------------------------------
 
-    def outcome(self) -> tuple[str, JsonObject | None, JsonObject | None, str | None]:
+    def outcome(self) -> Outcome:
+        """How the finished work ended; a result or error over `max_task_result_bytes` is
+        not kept: the task fails saying so."""
+        if self._outcome is None:
+            status, result, error, message = self._ended()
+            kept = result if result is not None else error
+            size = 0 if kept is None else len(json.dumps(kept, separators=(",", ":")))
+            if size > self._max_result_bytes:
+                what = "result" if result is not None else "error"
+                error = _too_large(what, size, self._max_result_bytes)
+                status, result, message, size = "failed", None, error["message"], 0
+            self._outcome = Outcome(status, result, error, message, size)
+        return self._outcome
+
+    def _ended(self) -> tuple[str, JsonObject | None, JsonObject | None, str | None]:
         """(status, result, error, status message) of the finished work."""
         done = self.scope.record()
         reason = done.reason
@@ -158,9 +187,20 @@ class TaskRun:
         terminal record is left as it is."""
         if record.terminal:
             return False
-        status, result, error, message = self.outcome()
-        record.status, record.result, record.error = status, result, error
-        record.status_message = message
+        outcome = self.outcome()
+        record.status, record.result, record.error = outcome.status, outcome.result, outcome.error
+        record.status_message = outcome.message
+        record.result_bytes = outcome.size
         record.input_requests = {}
         record.answers = {}
         return True
+
+
+def _too_large(what: str, size: int, limit: int) -> JsonObject:
+    """The error of a task whose result (or error) is too large to keep."""
+    return {
+        "code": INTERNAL_ERROR,
+        "message": f"Task failed: its {what} is {size} bytes of JSON, more than the server "
+        f"keeps (max_task_result_bytes = {limit})",
+        "data": {"reason": "result_too_large", "limit": "max_task_result_bytes", "bytes": size},
+    }

@@ -2,8 +2,12 @@
 
     running()   the app's lifespan: a task group for the work, a listener on this
                 replica's signal channel, and the lease renewal loop
+    check_capacity(client)  503 when `max_tasks` run in this process already, or its
+                ended tasks keep `max_kept_task_bytes`; 429 when the client's keep
+                `max_kept_task_bytes_per_client` (`capacity.KeptBytes`)
     start()     a task-capable call's work under its own RequestScope (no connection:
-                a disconnect of the creating request cannot reach it)
+                a disconnect of the creating request cannot reach it); the client's
+                `Hold` on one of its `max_tasks_per_client` is given back when it ends
     _renew      every lease/3: renew each running task's lease, and read its record: a
                 cancel recorded there (tasks/cancel on any replica) cancels the work with
                 `task_cancelled`, answers wake the handler, a record gone (TTL) cancels
@@ -31,11 +35,13 @@ from mcp_asgi.input.asking import Asking
 from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.lifecycle.outcome import ScopeObserver
 from mcp_asgi.lifecycle.scope import RequestScope
+from mcp_asgi.limits import Hold
 from mcp_asgi.protocol.jsonrpc import JsonObject
 from mcp_asgi.protocol.request import McpRequest
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import McpServer, ResultOptions
 from mcp_asgi.settings import McpSettings
+from mcp_asgi.tasks.capacity import KeptBytes, server_busy
 from mcp_asgi.tasks.input import TaskInput
 from mcp_asgi.tasks.record import TaskRecord
 from mcp_asgi.tasks.registry import TaskRegistry, worker_channel
@@ -65,6 +71,10 @@ class TaskSupervisor:
         self._telemetry = telemetry
         self._options = options
         self._runs: dict[str, TaskRun] = {}
+        self._kept = KeptBytes(
+            per_client=settings.max_kept_task_bytes_per_client,
+            total=settings.max_kept_task_bytes,
+        )
         self._group: TaskGroup | None = None
 
     @property
@@ -112,6 +122,14 @@ class TaskSupervisor:
 
     # -- starting work ----------------------------------------------------------------
 
+    def check_capacity(self, client: str) -> None:
+        """503 (Retry-After) when `max_tasks` run in this process already or its ended
+        tasks keep `max_kept_task_bytes`; 429 when those of `client` keep its share."""
+        limit = self._settings.max_tasks
+        if limit is not None and len(self._runs) >= limit:
+            raise server_busy(f"{limit} tasks run on this server already", "max_tasks")
+        self._kept.check(client, self.registry.clock())
+
     def start(
         self,
         asgi_scope: Scope,
@@ -120,11 +138,29 @@ class TaskSupervisor:
         body: bytes,
         round: Asking | None,
         dispatch: Dispatch,
+        client: str,
+        hold: Hold,
     ) -> TaskRun:
         """Start a task-capable call's work now, under its own scope; it is promoted to a
-        task (or not) by the caller."""
-        if self._group is None:
-            raise RuntimeError("tasks run only inside the app's lifespan")
+        task (or not) by the caller. `hold` (the client's count of tasks) is given back
+        when the work ends, or at once if it cannot start."""
+        group = self._group
+        try:
+            if group is None:
+                raise RuntimeError("tasks run only inside the app's lifespan")
+            self.check_capacity(client)  # 503, 429
+            run, ctx = self._prepare(asgi_scope, request, body, round)
+        except BaseException:
+            hold.release()
+            raise
+        self._runs[run.id] = run
+        group.start_soon(self._work, run, ctx, dispatch, client, hold)
+        return run
+
+    def _prepare(
+        self, asgi_scope: Scope, request: McpRequest, body: bytes, round: Asking | None
+    ) -> tuple[TaskRun, Context]:
+        """A new task's run and its handler's context (the work not started yet)."""
         task_id = secrets.token_urlsafe(24)  # 192 random bits, header-safe
         settings = self._settings
         observer = self._telemetry.begin_task(asgi_scope, request)  # linked to the creator
@@ -137,7 +173,14 @@ class TaskSupervisor:
             observer=observer or ScopeObserver(),
             cancel_on_disconnect=False,
         )
-        run = TaskRun(task_id, request, scope, self.registry, telemetry=observer)
+        run = TaskRun(
+            task_id,
+            request,
+            scope,
+            self.registry,
+            max_result_bytes=settings.max_task_result_bytes,
+            telemetry=observer,
+        )
         ctx = Context(
             scope,
             progress_min_interval=settings.progress_min_interval,
@@ -149,9 +192,7 @@ class TaskSupervisor:
             task_id=task_id,
             start_task=run.start_task,
         )
-        self._runs[task_id] = run
-        self._group.start_soon(self._work, run, ctx, dispatch)
-        return run
+        return run, ctx
 
     @property
     def ttl(self) -> float | None:
@@ -178,7 +219,15 @@ class TaskSupervisor:
             run.final_written = True
         return record
 
-    async def _work(self, run: TaskRun, ctx: Context, dispatch: Dispatch) -> None:
+    def kept(self, record: TaskRecord, client: str) -> None:
+        """`record` has ended and stays in the store until its TTL ends: it counts against
+        `client`'s and the process's kept bytes until then."""
+        expires = None if record.ttl is None else record.created + record.ttl
+        self._kept.add(client, len(record.to_bytes()), expires)
+
+    async def _work(
+        self, run: TaskRun, ctx: Context, dispatch: Dispatch, client: str, hold: Hold
+    ) -> None:
         try:
             await run.scope.run(
                 _never_disconnects, lambda: dispatch(run.request, ctx, self._options)
@@ -194,11 +243,14 @@ class TaskSupervisor:
                 if run.record is not None and not run.final_written:
                     run.final_written = True
                     with anyio.CancelScope(shield=True):
-                        await self.registry.change(run.id, run.apply_outcome)
+                        final = await self.registry.change(run.id, run.apply_outcome)
+                    if final is not None:  # (done when stored: counted by its creator)
+                        self.kept(final, client)
         except Exception:
             logger.exception("could not store a task's outcome")
         finally:
             self._runs.pop(run.id, None)
+            hold.release()
             run.settled.set()
 
     # -- signals ----------------------------------------------------------------------

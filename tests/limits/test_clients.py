@@ -215,6 +215,27 @@ def test_buckets_refill_and_idle_clients_are_forgotten() -> None:
     assert len(limits._buckets or ()) < 10
 
 
+def test_a_charge_puts_the_bucket_in_debt_until_the_rate_pays_it_back() -> None:
+    """`charge` takes tokens after the fact, below empty: the client waits until the rate
+    has refilled the debt (Retry-After says how long), then gets its next token."""
+    clock = Clock(0.0)
+    limits = ClientLimits(
+        rate=2.0, burst=4, requests=None, listen_streams=None, sessions=None, clock=clock
+    )
+    limits.check_rate("a")
+    limits.charge("a", 9)  # 4 - 1 - 9 = -6 tokens: 3.5 s at 2 a second until one is back
+    with pytest.raises(TooManyRequests) as refused:
+        limits.check_rate("a")
+    assert refused.value.headers == [(b"retry-after", b"4")]
+    assert "(rate_limit)" in refused.value.message
+    clock.now += 3.4
+    with pytest.raises(TooManyRequests):
+        limits.check_rate("a")
+    clock.now += 0.1
+    limits.check_rate("a")
+    limits.check_rate("b")  # another client's bucket is its own
+
+
 def test_holds_are_counted_and_given_back_once() -> None:
     """A hold counts until released; releasing twice changes nothing."""
     limits = ClientLimits(rate=None, burst=1, requests=1, listen_streams=None, sessions=None)

@@ -12,7 +12,9 @@ from typing import Any
 
 import anyio
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.authentication import AuthCredentials, AuthenticationBackend, BaseUser, SimpleUser
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
@@ -92,6 +94,11 @@ def task_server(seen: Seen | None = None) -> McpServer:
         await ctx.sample("hello", max_tokens=5)
         return "sampled"
 
+    @server.tool(task="required")
+    def big(size: int) -> str:
+        """A result of `size` characters (done at once: the task is stored with it)"""
+        return "x" * size
+
     @server.tool()
     def now() -> float:
         """A plain tool"""
@@ -112,6 +119,20 @@ def task_app(seen: Seen | None = None, otel: Otel | None = None, **settings: Any
     )
 
 
+class HeaderAuth(AuthenticationBackend):
+    """The host app's authentication: `x-user: name`."""
+
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
+        name = conn.headers.get("x-user")
+        return (AuthCredentials([]), SimpleUser(name)) if name else None
+
+
+def with_users(mcp: McpMiddleware) -> AuthenticationMiddleware:
+    """The host's authentication in front of the MCP endpoint (it sets scope["user"] from
+    `x-user`; the middleware must trust it: `auth_host_identity=True`)."""
+    return AuthenticationMiddleware(mcp, backend=HeaderAuth())
+
+
 async def _ok(request: Request) -> PlainTextResponse:
     return PlainTextResponse("ok")
 
@@ -124,8 +145,11 @@ def from_env() -> McpMiddleware:
 class TaskClient:
     """A 2026-07-28 client that declares the Tasks extension on every request."""
 
-    def __init__(self, url: str, **capabilities: Any) -> None:
+    def __init__(self, url: str, user: str | None = None, **capabilities: Any) -> None:
+        """`user`: who the client is, for `with_users` (an `x-user` header)."""
         self.mcp = McpTestClient(url + "/mcp", capabilities={**TASKS, **capabilities})
+        if user is not None:
+            self.mcp.extra_headers["x-user"] = user
 
     async def call(self, name: str, **arguments: Any) -> dict[str, Any]:
         """`tools/call`: its result (a CreateTaskResult, or a plain result)."""

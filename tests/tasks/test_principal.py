@@ -4,27 +4,11 @@ tasks/update and tasks/cancel see an unknown task (-32602), as for a made-up id.
 from __future__ import annotations
 
 from starlette.applications import Starlette
-from starlette.authentication import (
-    AuthCredentials,
-    AuthenticationBackend,
-    BaseUser,
-    SimpleUser,
-)
-from starlette.middleware.authentication import AuthenticationMiddleware
-from starlette.requests import HTTPConnection
 
 from mcp_asgi import McpMiddleware, McpSettings
 from mcp_asgi.testing import serve
 
-from .apps import TaskClient, task_server
-
-
-class HeaderAuth(AuthenticationBackend):
-    """The host app's authentication: `x-user: name`."""
-
-    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
-        name = conn.headers.get("x-user")
-        return (AuthCredentials([]), SimpleUser(name)) if name else None
+from .apps import TaskClient, task_server, with_users
 
 
 async def test_another_principal_sees_no_task() -> None:
@@ -33,10 +17,8 @@ async def test_another_principal_sees_no_task() -> None:
     mcp = McpMiddleware(
         Starlette(), server=task_server(), settings=McpSettings(auth_host_identity=True)
     )
-    with serve(mcp_with_auth(mcp), timeout_graceful_shutdown=1) as live:
-        alice, bob = TaskClient(live.url), TaskClient(live.url)
-        alice.mcp.extra_headers["x-user"] = "alice"
-        bob.mcp.extra_headers["x-user"] = "bob"
+    with serve(with_users(mcp), timeout_graceful_shutdown=1) as live:
+        alice, bob = TaskClient(live.url, "alice"), TaskClient(live.url, "bob")
         task_id = await alice.start("sleepy", seconds=30, label="hers")
         calls: list[tuple[str, dict[str, object]]] = [
             ("tasks/get", {}),
@@ -50,8 +32,3 @@ async def test_another_principal_sees_no_task() -> None:
         assert (await alice.get(task_id))["status"] == "working"
         await alice.rpc("tasks/cancel", task_id)
         assert (await alice.until(task_id, "cancelled"))["status"] == "cancelled"
-
-
-def mcp_with_auth(mcp: McpMiddleware) -> AuthenticationMiddleware:
-    """The host's authentication in front of the MCP endpoint (it sets scope["user"])."""
-    return AuthenticationMiddleware(mcp, backend=HeaderAuth())
