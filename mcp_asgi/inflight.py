@@ -1,8 +1,9 @@
 """`InFlight`: the requests this middleware is serving, in either era.
 
-It opens each request's scope and the `Context` its handler gets, keeps it while it runs,
-and cancels every one of them at shutdown. Both endpoints (2026-07-28 and 2025-era) open
-their requests here; per-request state lives in the scopes, never on the middleware.
+It opens each request's scope and the `Context` its handler gets (built by the endpoint's
+`RequestRuntime`), keeps it while it runs, and cancels every one of them at shutdown. Both
+endpoints (2026-07-28 and 2025-era) open their requests here; per-request state lives in
+the scopes, never on the middleware.
 """
 
 from __future__ import annotations
@@ -14,25 +15,23 @@ from mcp_asgi.http.reply import ReplyWriter
 from mcp_asgi.input.asking import Asking
 from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.lifecycle.scope import RequestScope
-from mcp_asgi.lifecycle.work import ThreadSlots
 from mcp_asgi.protocol.request import McpRequest
+from mcp_asgi.runtime import RequestRuntime
 from mcp_asgi.server.context import Context
-from mcp_asgi.server.listen import LISTEN
-from mcp_asgi.server.mcp_server import McpServer
-from mcp_asgi.settings import McpSettings
 from mcp_asgi.telemetry import Telemetry
 
 
 class InFlight:
     """Opens, tracks and, at shutdown, cancels the request scopes of one middleware."""
 
-    def __init__(self, server: McpServer, settings: McpSettings, telemetry: Telemetry) -> None:
-        self._server = server
-        self._settings = settings
+    def __init__(
+        self, runtime: RequestRuntime, telemetry: Telemetry, *, cancel_grace: float
+    ) -> None:
+        self._runtime = runtime
         self._telemetry = telemetry
+        self._cancel_grace = cancel_grace
         self._scopes: set[RequestScope] = set()
         self._draining = False
-        self._threads = ThreadSlots(settings.max_threads)
 
     def open(
         self,
@@ -49,32 +48,15 @@ class InFlight:
         manager: it gives both, and stops tracking the scope on leaving). `asgi_scope` and
         `body` (as the middleware read it) back the context's read-only `Request`;
         `arrived` (on the loop's clock, default now) is when the deadline starts."""
-        settings, server = self._settings, self._server
-        observer = self._telemetry.begin(asgi_scope, request)
-        listen = request.method == LISTEN  # long-lived: no deadline, a graceful end
-        request_scope = RequestScope(
+        runtime = self._runtime
+        request_scope = runtime.scope(
             request,
             writer,
-            timeout=None
-            if listen
-            else _min(settings.max_request_duration, server.timeout_for(request)),
-            cancel_grace=settings.cancel_grace,
-            keepalive_interval=settings.keepalive_interval,
-            observer=observer,
-            cancel_on_disconnect=cancel_on_disconnect,
-            on_server_end=server.subscriptions.server_end(request) if listen else None,
+            observer=self._telemetry.begin(asgi_scope, request),
             started=arrived,
-            threads=self._threads,
+            cancel_on_disconnect=cancel_on_disconnect,
         )
-        ctx = Context(
-            request_scope,
-            progress_min_interval=settings.progress_min_interval,
-            process_kill_grace=settings.process_kill_grace,
-            cancel_grace=settings.cancel_grace,
-            inputs=inputs,
-            asgi_scope=asgi_scope,
-            body=body,
-        )
+        ctx = runtime.context(request_scope, inputs=inputs, asgi_scope=asgi_scope, body=body)
         return Opened(self._scopes, request_scope, ctx)
 
     def __len__(self) -> int:
@@ -99,7 +81,7 @@ class InFlight:
     async def wait_exited(self, scopes: list[RequestScope]) -> None:
         """Wait, bounded by the cancel grace period (plus a second to write the replies),
         for the handlers of `scopes` to exit."""
-        with anyio.move_on_after(self._settings.cancel_grace + 1.0):
+        with anyio.move_on_after(self._cancel_grace + 1.0):
             for request_scope in scopes:
                 await request_scope.wait_exited()
 
@@ -121,9 +103,3 @@ class Opened:
 
     def __exit__(self, *exc_info: object) -> None:
         self._scopes.discard(self._request_scope)
-
-
-def _min(a: float | None, b: float | None) -> float | None:
-    if a is None:
-        return b
-    return a if b is None else min(a, b)

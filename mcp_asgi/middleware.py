@@ -35,7 +35,6 @@ from mcp_asgi.http.body import ClientGone, check_content_type, read_body
 from mcp_asgi.http.origin import normalize_origin, origin_allowed
 from mcp_asgi.http.reply import ReplyWriter, dump, send_json
 from mcp_asgi.inflight import InFlight
-from mcp_asgi.input.rounds import InputRounds
 from mcp_asgi.legacy import LegacyEndpoint, is_legacy, is_session_request
 from mcp_asgi.lifecycle.clock import loop_clock
 from mcp_asgi.limits import AuthFailures, ClientLimits
@@ -44,7 +43,8 @@ from mcp_asgi.protocol.headers import header
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
 from mcp_asgi.protocol.message import IncomingMessage, IncomingReply, parse_post, peek_id
 from mcp_asgi.routes import ROUTE_CALL_KEY
-from mcp_asgi.server.mcp_server import McpServer, ResultOptions
+from mcp_asgi.runtime import RequestRuntime, input_rounds, result_options
+from mcp_asgi.server.mcp_server import McpServer
 from mcp_asgi.settings import VERIFIER_SETTINGS, McpSettings, changed, normalize_path
 from mcp_asgi.store import store_from_url
 from mcp_asgi.tasks import TaskMethods, TaskRegistry, TaskSupervisor
@@ -111,7 +111,8 @@ class McpMiddleware:
             record_arguments=settings.record_arguments,
             record_principal=settings.record_principal,
         )
-        self._inflight = InFlight(server, settings, self._telemetry)
+        self._runtime = runtime = RequestRuntime(server, settings)
+        self._inflight = InFlight(runtime, self._telemetry, cancel_grace=settings.cancel_grace)
         self._lifespan_started = False  # the server's lifespan startup reached us
         self._endpoints: _Endpoints | None = None  # ours and those outside: set once seen
         self._warned = False  # that it did not, at the first request
@@ -127,23 +128,15 @@ class McpMiddleware:
             ipv6_prefix=settings.client_ipv6_prefix,
         )
         self._limits_requests = self._limits.limits_requests
-        options = ResultOptions(
-            page_size=settings.page_size,
-            ttl_ms=settings.list_ttl_ms,
-            cache_scope="private" if self._auth is not None else settings.cache_scope,
-            listen_max_duration=settings.listen_max_duration,
-        )
-        key = settings.request_state_key
+        options = result_options(settings, private=self._auth is not None)
         self._store = store_from_url(settings.bus_url)  # with the Redis bus: shared by replicas
         self._tasks = TaskSupervisor(
-            server, TaskRegistry(self._store), settings, self._telemetry, options
+            server, TaskRegistry(self._store), settings, self._telemetry, options, runtime
         )
         self._modern = ModernEndpoint(
             server,
             inflight=self._inflight,
-            inputs=InputRounds(
-                key.get_secret_value().encode() if key else None, ttl=settings.request_state_ttl
-            ),
+            inputs=input_rounds(settings),
             options=options,
             limits=self._limits,
             tasks=TaskMethods(

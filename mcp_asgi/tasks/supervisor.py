@@ -34,10 +34,10 @@ from mcp_asgi.http.reply import ReplyWriter
 from mcp_asgi.input.asking import Asking
 from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.lifecycle.outcome import ScopeObserver
-from mcp_asgi.lifecycle.scope import RequestScope
 from mcp_asgi.limits import Hold
 from mcp_asgi.protocol.jsonrpc import JsonObject
 from mcp_asgi.protocol.request import McpRequest
+from mcp_asgi.runtime import RequestRuntime, shortest
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import McpServer, ResultOptions
 from mcp_asgi.settings import McpSettings
@@ -62,6 +62,7 @@ class TaskSupervisor:
         settings: McpSettings,
         telemetry: Telemetry,
         options: ResultOptions,
+        runtime: RequestRuntime,
     ) -> None:
         self.worker = secrets.token_hex(8)
         """This replica's name in task records (its signal channel)."""
@@ -70,6 +71,7 @@ class TaskSupervisor:
         self._settings = settings
         self._telemetry = telemetry
         self._options = options
+        self._runtime = runtime
         self._runs: dict[str, TaskRun] = {}
         self._kept = KeptBytes(
             per_client=settings.max_kept_task_bytes_per_client,
@@ -164,14 +166,11 @@ class TaskSupervisor:
         task_id = secrets.token_urlsafe(24)  # 192 random bits, header-safe
         settings = self._settings
         observer = self._telemetry.begin_task(asgi_scope, request)  # linked to the creator
-        scope = RequestScope(
+        scope = self._runtime.task_scope(
             request,
             ReplyWriter(_discard, "json"),  # nobody reads a task's reply: it is stored
-            timeout=_min(settings.max_task_duration, self.ttl),
-            cancel_grace=settings.cancel_grace,
-            keepalive_interval=0,
             observer=observer or ScopeObserver(),
-            cancel_on_disconnect=False,
+            timeout=shortest(settings.max_task_duration, self.ttl),
         )
         run = TaskRun(
             task_id,
@@ -181,11 +180,8 @@ class TaskSupervisor:
             max_result_bytes=settings.max_task_result_bytes,
             telemetry=observer,
         )
-        ctx = Context(
+        ctx = self._runtime.context(
             scope,
-            progress_min_interval=settings.progress_min_interval,
-            process_kill_grace=settings.process_kill_grace,
-            cancel_grace=settings.cancel_grace,
             inputs=TaskInput(request, round, run),
             asgi_scope=asgi_scope,
             body=body,
@@ -197,7 +193,7 @@ class TaskSupervisor:
     @property
     def ttl(self) -> float | None:
         """The TTL a new task gets: `task_ttl`, capped by `max_task_ttl`."""
-        return _min(self._settings.task_ttl, self._settings.max_task_ttl)
+        return shortest(self._settings.task_ttl, self._settings.max_task_ttl)
 
     def new_record(self, run: TaskRun, owner: str | None, tool: str) -> TaskRecord:
         """The record of a call promoted now (its outcome already in, if it is done)."""
@@ -325,9 +321,3 @@ async def _never_disconnects() -> Message:
     """A task's `receive`: it has no connection, so nothing ever arrives."""
     await anyio.sleep_forever()
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _min(a: float | None, b: float | None) -> float | None:
-    if a is None:
-        return b
-    return a if b is None else min(a, b)

@@ -51,7 +51,7 @@ async def test_cut_thread_calls_never_run_more_threads_than_the_limit() -> None:
                     callers.start_soon(call_and_hang_up)
             await anyio.sleep(2.0)  # the first threads finish; nothing queued is left
             group.cancel_scope.cancel()
-        assert app._inflight._threads.in_use == 0
+        assert app._runtime.threads.in_use == 0
     assert peak <= 8 + 4, peak
     assert seen.sync_started <= 8, seen.sync_started
 
@@ -95,6 +95,6 @@ async def test_an_abandoned_thread_is_an_orphan_and_keeps_its_slot(otel: Otel) -
             await eventually(lambda: seen.sync_started == 1)
             await call.drop()
         await eventually(lambda: otel.orphans_active() == 1, what="the orphan")
-        assert app._inflight._threads.in_use == 1
+        assert app._runtime.threads.in_use == 1
         await eventually(lambda: otel.orphans_active() == 0, what="the thread to return")
-        await eventually(lambda: app._inflight._threads.in_use == 0)
+        await eventually(lambda: app._runtime.threads.in_use == 0)

@@ -146,3 +146,25 @@ async def test_a_call_without_the_extension_is_a_plain_call(url: str, seen: Seen
     assert "taskId" not in answered.final["result"]
     refused = await plain.request("tools/call", {"name": "confirm", "arguments": {"label": "x"}})
     assert refused.final["error"]["code"] == -32021
+
+
+async def test_max_threads_bounds_the_threads_of_tasks(seen: Seen) -> None:
+    """max_threads=1: a second `def` task waits for the endpoint's one thread slot while
+    the first runs (they share it with every request), and starts once it is cancelled."""
+    app = task_app(seen, max_threads=1)
+    with serve(app) as live:
+        client = TaskClient(live.url)
+        first = await client.start("threaded", seconds=30, label="first")
+        await wait_for(seen.event("first"))
+        assert app._runtime.threads.in_use == 1
+        second = await client.start("threaded", seconds=30, label="second")
+        await eventually(lambda: app._runtime.threads.waiting == 1, what="a wait for the slot")
+        assert not seen.event("second").is_set()
+        await client.rpc("tasks/cancel", first)
+        await wait_for(seen.event("second"))
+        await client.rpc("tasks/cancel", second)
+        await client.until(second, "cancelled")
+    assert seen.reasons == {
+        "first": CancelReason.TASK_CANCELLED,
+        "second": CancelReason.TASK_CANCELLED,
+    }

@@ -1,0 +1,172 @@
+"""`RequestRuntime`: how a request's scope and its handler's `Context` are built, on every
+transport (the 2026-07-28 endpoint, 2025-era sessions, stdio, tasks).
+
+One per endpoint (or stdio connection), made from its settings at start-up: it holds the
+per-request settings and the worker-thread slots (`max_threads`) that every request of the
+endpoint shares, tasks included. A per-request setting is added here, once::
+
+    runtime = RequestRuntime(server, settings)
+    scope = runtime.scope(request, writer, observer=observer)   # deadline, grace, threads
+    ctx = runtime.context(scope, inputs=..., asgi_scope=..., body=...)
+
+The options the server's results and input rounds take from the settings are made here
+too (`result_options`, `input_rounds`), for the same reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from starlette.types import Scope
+
+from mcp_asgi.http.reply import ReplyWriter
+from mcp_asgi.input.asking import Asking
+from mcp_asgi.input.rounds import InputRounds
+from mcp_asgi.lifecycle.cancel import CancelReason
+from mcp_asgi.lifecycle.outcome import ScopeObserver
+from mcp_asgi.lifecycle.scope import RequestScope
+from mcp_asgi.lifecycle.work import ThreadSlots
+from mcp_asgi.protocol.jsonrpc import JsonObject
+from mcp_asgi.protocol.request import McpRequest
+from mcp_asgi.server.context import Context
+from mcp_asgi.server.listen import LISTEN
+from mcp_asgi.server.mcp_server import McpServer, ResultOptions
+from mcp_asgi.settings import McpSettings
+
+
+class RequestRuntime:
+    """Builds the scope and context of each request of one endpoint."""
+
+    __slots__ = ("_server", "_settings", "_threads")
+
+    def __init__(self, server: McpServer, settings: McpSettings) -> None:
+        self._server = server
+        self._settings = settings
+        self._threads = ThreadSlots(settings.max_threads)
+
+    @property
+    def threads(self) -> ThreadSlots:
+        """The worker-thread slots of this endpoint's `def` handlers."""
+        return self._threads
+
+    def scope(
+        self,
+        request: McpRequest,
+        writer: ReplyWriter,
+        *,
+        observer: ScopeObserver,
+        started: float | None = None,
+        cancel_on_disconnect: bool = True,
+    ) -> RequestScope:
+        """A request's scope: its deadline (`max_request_duration` or the tool's own; none
+        for a listen stream, which the server ends gracefully instead), grace period,
+        keep-alives and thread slots. `started` (on the loop's clock, default now) is when
+        it arrived: the deadline counts from it."""
+        settings, server = self._settings, self._server
+        listen = request.method == LISTEN
+        return self._scope(
+            request,
+            writer,
+            observer=observer,
+            timeout=None
+            if listen
+            else shortest(settings.max_request_duration, server.timeout_for(request)),
+            keepalive_interval=settings.keepalive_interval,
+            cancel_on_disconnect=cancel_on_disconnect,
+            on_server_end=server.subscriptions.server_end(request) if listen else None,
+            started=started,
+        )
+
+    def task_scope(
+        self,
+        request: McpRequest,
+        writer: ReplyWriter,
+        *,
+        observer: ScopeObserver,
+        timeout: float | None,
+    ) -> RequestScope:
+        """The scope of a task's work: its own deadline, no connection to lose, so no
+        keep-alives either."""
+        return self._scope(
+            request,
+            writer,
+            observer=observer,
+            timeout=timeout,
+            keepalive_interval=0,
+            cancel_on_disconnect=False,
+        )
+
+    def _scope(
+        self,
+        request: McpRequest,
+        writer: ReplyWriter,
+        *,
+        observer: ScopeObserver,
+        timeout: float | None,
+        keepalive_interval: float,
+        cancel_on_disconnect: bool,
+        on_server_end: Callable[[CancelReason], JsonObject] | None = None,
+        started: float | None = None,
+    ) -> RequestScope:
+        return RequestScope(
+            request,
+            writer,
+            timeout=timeout,
+            cancel_grace=self._settings.cancel_grace,
+            keepalive_interval=keepalive_interval,
+            observer=observer,
+            cancel_on_disconnect=cancel_on_disconnect,
+            on_server_end=on_server_end,
+            started=started,
+            threads=self._threads,
+        )
+
+    def context(
+        self,
+        request_scope: RequestScope,
+        *,
+        inputs: Asking | None = None,
+        asgi_scope: Scope | None = None,
+        body: bytes = b"",
+        task_id: str | None = None,
+        start_task: Callable[[], Awaitable[bool]] | None = None,
+    ) -> Context:
+        """The `Context` a request's handler gets."""
+        settings = self._settings
+        return Context(
+            request_scope,
+            progress_min_interval=settings.progress_min_interval,
+            process_kill_grace=settings.process_kill_grace,
+            cancel_grace=settings.cancel_grace,
+            inputs=inputs,
+            asgi_scope=asgi_scope,
+            body=body,
+            task_id=task_id,
+            start_task=start_task,
+        )
+
+
+def result_options(settings: McpSettings, *, private: bool = False) -> ResultOptions:
+    """How results are paged, cached and how long a listen stream lasts (`private`: the
+    endpoint authenticates, so list results are never shared between callers)."""
+    return ResultOptions(
+        page_size=settings.page_size,
+        ttl_ms=settings.list_ttl_ms,
+        cache_scope="private" if private else settings.cache_scope,
+        listen_max_duration=settings.listen_max_duration,
+    )
+
+
+def input_rounds(settings: McpSettings) -> InputRounds:
+    """The 2026-07-28 input rounds, sealed with `request_state_key` when it is set."""
+    key = settings.request_state_key
+    return InputRounds(
+        key.get_secret_value().encode() if key else None, ttl=settings.request_state_ttl
+    )
+
+
+def shortest(a: float | None, b: float | None) -> float | None:
+    """The shorter of two durations, None standing for no limit."""
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
