@@ -160,6 +160,7 @@ class ActiveWatch:
         self._unobserved = ActiveRequests()
         self._retry_at = -math.inf
         self.get()  # a provider already there reports the up-down counters from start-up
+        self._retry_at = -math.inf  # else the first request looks again (a provider set since)
 
     def get(self) -> ActiveRequests:
         active = self._active

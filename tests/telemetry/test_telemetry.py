@@ -586,6 +586,26 @@ async def test_requests_active_waits_for_a_meter_provider(
     assert otel.total(a.REQUESTS_ACTIVE) == 0
 
 
+async def test_requests_active_looks_for_a_provider_set_after_construction(
+    otel: Otel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A global meter provider set between the middleware's construction (where there was
+    none) and its first request (e.g. in the lifespan) counts that request."""
+    monkeypatch.setattr(_metrics, "_RECHECK", 3600.0)
+    monkeypatch.setattr(metrics, "get_meter_provider", lambda: metrics.NoOpMeterProvider())
+    probe = Probe()
+    app = McpMiddleware(host_app(), server=outcomes_server(probe))
+    monkeypatch.setattr(metrics, "get_meter_provider", lambda: otel.meter_provider)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, app, "tools/call", {"name": "hog", "arguments": {}})
+            await wait_for(probe.started)
+            assert otel.total(a.REQUESTS_ACTIVE) == 1
+            probe.release.set()
+    finally:
+        probe.release.set()
+
+
 async def test_caller_fault_tool_name_stays_on_spans(otel: Otel) -> None:
     """An unknown tool's name is `_OTHER` on metrics only: every span keeps the name sent."""
     app = build_app(otel)
