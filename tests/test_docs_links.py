@@ -28,12 +28,6 @@ _TOP = ("bench", "deploy", "docs", "examples", "mcp_asgi", "tests")
 _SOURCE = (".py", ".md", ".mjs", ".json", ".yml", ".yaml", ".toml")
 _SKIPPED_DIRS = {"node_modules", "site", "dist", "__pycache__"}
 
-# Cited files that are not here, each with the reason: (page, citation).
-KNOWN_MISSING = {
-    # a probe report that was never committed; the sentence is being rewritten separately
-    ("routes-as-tools.md", "peers.md"),
-}
-
 
 def prose(page: Path) -> str:
     """The page without its fenced code blocks (examples name the reader's files)."""
@@ -91,7 +85,6 @@ def test_reference_index_lists_every_reference_page() -> None:
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_cited_files_exist(page: Path) -> None:
     """Relative links, cited repository paths and bare file names all exist."""
-    name = page.name
     missing = [
         target
         for target in links(page)
@@ -99,4 +92,4 @@ def test_cited_files_exist(page: Path) -> None:
     ]
     missing += [cited for cited in cited_paths(page) if not exists(cited)]
     missing += [bare for bare in _BARE.findall(prose(page)) if bare not in file_names()]
-    assert [m for m in missing if (name, m) not in KNOWN_MISSING] == []
+    assert missing == []
