@@ -51,9 +51,9 @@ docs: $(STAMP)  ## the documentation site with the API reference, into site/ (no
 docs-strict: $(STAMP)  ## the same build, failing on any warning (a broken link, a reference to a moved name)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-test-deps:  ## system packages the tests need: redis-server (the Redis bus tests), prometheus (tests/backends)
+test-deps:  ## system packages the tests need: redis-server (the Redis bus tests), prometheus and its promtool (tests/backends)
 	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
-	command -v prometheus >/dev/null || (apt-get update && apt-get install -y prometheus)
+	(command -v prometheus && command -v promtool) >/dev/null || (apt-get update && apt-get install -y prometheus)
 
 # Arize Phoenix, the trace backend of tests/backends, in a venv of its own (its pins must
 # not move the project's packages), installed once into the git-ignored .backends/

@@ -189,11 +189,17 @@ class Otel:
         assert all(isinstance(p, HistogramDataPoint) for p in points)
         return [p for p in points if isinstance(p, HistogramDataPoint)]
 
-    def numbers(self, name: str) -> list[NumberDataPoint]:
-        """Counter / up-down counter points of the metric `name`."""
+    def numbers(self, name: str, *, by_method: bool = False) -> list[NumberDataPoint]:
+        """Counter / up-down counter points of the metric `name`; `by_method`: only those
+        with `mcp.method.name` (not an up-down counter's point at 0 from start-up)."""
         points = self.points(name)
         assert all(isinstance(p, NumberDataPoint) for p in points)
-        return [p for p in points if isinstance(p, NumberDataPoint)]
+        return [
+            p
+            for p in points
+            if isinstance(p, NumberDataPoint)
+            and (not by_method or "mcp.method.name" in (p.attributes or {}))
+        ]
 
     def total(self, name: str, match: Mapping[str, Any] | None = None) -> float:
         """The sum of a counter's points whose attributes include `match`."""

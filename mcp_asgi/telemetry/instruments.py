@@ -6,6 +6,10 @@ Metric attributes have low cardinality: never request ids, URIs or arguments.
 count kept here, and the SDK reads the counts when it collects. The exported data is that
 of a synchronous up-down counter (a non-monotonic sum per `mcp.method.name`), without two
 measurements through the SDK per request.
+
+The up-down counters (requests, orphans and tasks active) also have a point without
+attributes at 0 from the moment a recording meter is known, so that a backend sums them to
+0 rather than to "no data" before the first request, orphan or task.
 """
 
 from __future__ import annotations
@@ -60,22 +64,30 @@ class Instruments:
         self.cancellations = meter.create_counter(
             a.CANCELLATIONS, unit="{cancellation}", description="Cancelled MCP requests."
         )
-        self.orphans = meter.create_up_down_counter(
-            a.ORPHANS_ACTIVE,
-            unit="{handler}",
-            description="Cancelled handlers still running past the cancel grace period.",
-        )
+        self.orphans = _orphans(meter)
         self.auth_failures = meter.create_counter(
             a.AUTH_FAILURES,
             unit="{request}",
             description="Requests refused by authorization (401, 403, 400, 503), by reason.",
         )
-        self.tasks_active = meter.create_up_down_counter(
-            a.TASKS_ACTIVE, unit="{task}", description="Tasks whose work runs in this process."
-        )
+        self.tasks_active = _tasks_active(meter)
         self.tasks_ended = meter.create_counter(
             a.TASKS_ENDED, unit="{task}", description="Tasks ended in this process, by status."
         )
+
+
+def _orphans(meter: metrics.Meter) -> metrics.UpDownCounter:
+    return meter.create_up_down_counter(
+        a.ORPHANS_ACTIVE,
+        unit="{handler}",
+        description="Cancelled handlers still running past the cancel grace period.",
+    )
+
+
+def _tasks_active(meter: metrics.Meter) -> metrics.UpDownCounter:
+    return meter.create_up_down_counter(
+        a.TASKS_ACTIVE, unit="{task}", description="Tasks whose work runs in this process."
+    )
 
 
 class ActiveRequests:
@@ -95,10 +107,14 @@ class ActiveRequests:
             self._counts[method] = self._counts.get(method, 0) + delta
 
     def observe(self, options: CallbackOptions) -> Iterable[Observation]:
-        """The instrument's callback: one point per method seen (0 once none is in flight)."""
+        """The instrument's callback: a point without attributes at 0, and one per method
+        seen (0 once none is in flight)."""
         with self._lock:
             counts = list(self._counts.items())
-        return [Observation(count, {a.MCP_METHOD_NAME: method}) for method, count in counts]
+        return [
+            Observation(0),
+            *(Observation(count, {a.MCP_METHOD_NAME: method}) for method, count in counts),
+        ]
 
 
 # The SDK keeps the callbacks of the first registration of an instrument name on a meter
@@ -110,7 +126,9 @@ _OBSERVED_LOCK = threading.Lock()
 
 def observed_active(meter: metrics.Meter) -> ActiveRequests:
     """The in-flight counts that `meter`'s `mcp_asgi.requests.active` reports; the
-    instrument is registered on the first call for a meter."""
+    instrument is registered on the first call for a meter, and the other up-down counters
+    get their point at 0 (the same instruments the middlewares' `Instruments` record to: the
+    SDK returns an instrument already made with the same name)."""
     with _OBSERVED_LOCK:
         active = _OBSERVED.get(meter)
         if active is None:
@@ -121,6 +139,8 @@ def observed_active(meter: metrics.Meter) -> ActiveRequests:
                 unit="{request}",
                 description="MCP requests in flight.",
             )
+            _orphans(meter).add(0)
+            _tasks_active(meter).add(0)
             _OBSERVED[meter] = active
         return active
 
@@ -139,6 +159,8 @@ class ActiveWatch:
         self._active: ActiveRequests | None = None
         self._unobserved = ActiveRequests()
         self._retry_at = -math.inf
+        self.get()  # a provider already there reports the up-down counters from start-up
+        self._retry_at = -math.inf  # else the first request looks again (a provider set since)
 
     def get(self) -> ActiveRequests:
         active = self._active

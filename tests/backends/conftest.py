@@ -9,16 +9,18 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
 import httpx
 import pytest
 
 from ..servers import ROOT, free_port, wait_ready
 
 PHOENIX = ROOT / ".backends" / "phoenix" / "bin" / "phoenix"
+T = TypeVar("T")
 
 
 def _missing(what: str) -> None:
@@ -81,34 +83,62 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
         backend.stop()
 
 
+async def poll(check: Callable[[], T | None], what: str, limit: float = 20) -> T:
+    """Ask a backend until it has the answer (ingestion and scrapes are asynchronous)."""
+    with anyio.move_on_after(limit):
+        while (found := await anyio.to_thread.run_sync(check)) is None:  # noqa: ASYNC110
+            await anyio.sleep(0.5)
+        return found
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def executable(name: str) -> str:
+    """The path of a backend's program (Debian's `prometheus` package ships `promtool`)."""
+    found = shutil.which(name)
+    if found is None:
+        _missing(name)
+    assert found is not None
+    return found
+
+
 class Prometheus(Backend):
     """Prometheus scraping one target every second."""
 
+    def api(self, path: str, **params: str) -> Any:
+        """The `data` of a Prometheus HTTP API answer; AssertionError with Prometheus's
+        message if it is an error (a PromQL parse error is a 400)."""
+        response = httpx.get(f"{self.url}/api/v1/{path}", params=params, timeout=5)
+        body = response.json()
+        assert body["status"] == "success", (params, body.get("error"))
+        return body["data"]
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        """An instant PromQL query's result rows."""
+        rows: list[dict[str, Any]] = self.api("query", query=promql)["result"]
+        return rows
+
     def by_reason(self, promql: str) -> dict[str, float]:
         """An instant PromQL query's values by `mcp_asgi_cancellation_reason`."""
-        response = httpx.get(self.url + "/api/v1/query", params={"query": promql}, timeout=5)
-        response.raise_for_status()
-        rows: list[dict[str, Any]] = response.json()["data"]["result"]
         return {
-            row["metric"]["mcp_asgi_cancellation_reason"]: float(row["value"][1]) for row in rows
+            row["metric"]["mcp_asgi_cancellation_reason"]: float(row["value"][1])
+            for row in self.query(promql)
         }
 
 
-def start_prometheus(workdir: Path, target: str) -> Prometheus:
-    """Prometheus (Debian's package) scraping `target` (host:port) every second."""
-    executable = shutil.which("prometheus")
-    if executable is None:
-        _missing("Prometheus")
-    assert executable is not None
+def start_prometheus(workdir: Path, target: str, rule_files: Sequence[Path] = ()) -> Prometheus:
+    """Prometheus (Debian's package) scraping `target` (host:port) and evaluating the rules
+    of `rule_files` every second."""
     config = workdir / "prometheus.yml"
+    rules = "".join(f"  - '{path}'\n" for path in rule_files)
     config.write_text(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        f"scrape_configs:\n  - job_name: library\n    static_configs:\n"
+        + (f"rule_files:\n{rules}" if rules else "")
+        + f"scrape_configs:\n  - job_name: library\n    static_configs:\n"
         f"      - targets: ['{target}']\n"
     )
     port = free_port()
     argv = [
-        executable,
+        executable("prometheus"),
         f"--config.file={config}",
         f"--storage.tsdb.path={workdir / 'data'}",
         f"--web.listen-address=127.0.0.1:{port}",

@@ -9,9 +9,8 @@ from __future__ import annotations
 import functools
 import math
 import signal
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import httpx
@@ -21,9 +20,7 @@ from mcp_asgi.testing import McpTestClient
 
 from ..example_app import ExampleApp
 from ..servers import free_port
-from .conftest import Backend, start_prometheus
-
-T = TypeVar("T")
+from .conftest import Backend, poll, start_prometheus
 
 # The queries of docs/observability.md, as written there.
 CANCELLATIONS_BY_REASON = "sum by (mcp_asgi_cancellation_reason) (mcp_asgi_cancellations_total)"
@@ -31,15 +28,6 @@ P99_BY_REASON = (
     "histogram_quantile(0.99, sum by (le, mcp_asgi_cancellation_reason) "
     "(rate(mcp_asgi_cancellation_latency_seconds_bucket[5m])))"
 )
-
-
-async def poll(check: Callable[[], T | None], what: str, limit: float = 20) -> T:
-    """Ask a backend until it has the answer (ingestion and scrapes are asynchronous)."""
-    with anyio.move_on_after(limit):
-        while (found := await anyio.to_thread.run_sync(check)) is None:  # noqa: ASYNC110
-            await anyio.sleep(0.5)
-        return found
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def phoenix_spans(phoenix: Backend, reason: str) -> list[dict[str, Any]] | None:

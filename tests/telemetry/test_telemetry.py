@@ -197,7 +197,7 @@ async def test_rejected_request_gets_a_short_span(otel: Otel) -> None:
     assert attrs(span)["rpc.response.status_code"] == "-32020"
     assert attrs(span)["jsonrpc.request.id"] == "7"
     assert "error.type" not in attrs(span)
-    assert otel.numbers(a.REQUESTS_ACTIVE) == []
+    assert otel.numbers(a.REQUESTS_ACTIVE, by_method=True) == []
 
 
 async def test_rejected_unknown_method_is_other(otel: Otel) -> None:
@@ -521,9 +521,20 @@ async def test_duration_metric(otel: Otel) -> None:
     assert echo.count == 1
     assert dict(echo.attributes or {}) == ECHO_CALL
     assert (broken.attributes or {})["error.type"] == "tool_error"
-    (active,) = otel.numbers(a.REQUESTS_ACTIVE)
+    (active,) = otel.numbers(a.REQUESTS_ACTIVE, by_method=True)
     assert dict(active.attributes or {}) == {"mcp.method.name": "tools/call"}
     assert active.value == 0
+
+
+@pytest.mark.parametrize("name", [a.REQUESTS_ACTIVE, a.ORPHANS_ACTIVE, a.TASKS_ACTIVE])
+async def test_up_down_counters_are_zero_from_start_up(otel: Otel, name: str) -> None:
+    """Before any request, orphan or task, each up-down counter has a point at 0 without
+    attributes (a backend sums it to 0, not "no data"); requests add their own points."""
+    app = build_app(otel)
+    assert [(p.attributes, p.value) for p in otel.numbers(name)] == [({}, 0)]
+    await call(app, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    assert [p.value for p in otel.numbers(name) if not p.attributes] == [0]
+    assert otel.total(name) == 0
 
 
 async def test_requests_active_counts_in_flight_across_middlewares(otel: Otel) -> None:
@@ -537,7 +548,7 @@ async def test_requests_active_counts_in_flight_across_middlewares(otel: Otel) -
                 tg.start_soon(call, app, "tools/call", {"name": "hog", "arguments": {}})
             for probe in probes:
                 await wait_for(probe.started)
-            (active,) = otel.numbers(a.REQUESTS_ACTIVE)
+            (active,) = otel.numbers(a.REQUESTS_ACTIVE, by_method=True)
             assert dict(active.attributes or {}) == {"mcp.method.name": "tools/call"}
             assert active.value == 2
             for probe in probes:
@@ -545,7 +556,7 @@ async def test_requests_active_counts_in_flight_across_middlewares(otel: Otel) -
     finally:
         for probe in probes:
             probe.release.set()
-    (active,) = otel.numbers(a.REQUESTS_ACTIVE)
+    (active,) = otel.numbers(a.REQUESTS_ACTIVE, by_method=True)
     assert active.value == 0
     assert otel.histograms(a.OPERATION_DURATION)[0].count == 2
 
@@ -573,6 +584,26 @@ async def test_requests_active_waits_for_a_meter_provider(
     finally:
         probe.release.set()
     assert otel.total(a.REQUESTS_ACTIVE) == 0
+
+
+async def test_requests_active_looks_for_a_provider_set_after_construction(
+    otel: Otel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A global meter provider set between the middleware's construction (where there was
+    none) and its first request (e.g. in the lifespan) counts that request."""
+    monkeypatch.setattr(_metrics, "_RECHECK", 3600.0)
+    monkeypatch.setattr(metrics, "get_meter_provider", lambda: metrics.NoOpMeterProvider())
+    probe = Probe()
+    app = McpMiddleware(host_app(), server=outcomes_server(probe))
+    monkeypatch.setattr(metrics, "get_meter_provider", lambda: otel.meter_provider)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, app, "tools/call", {"name": "hog", "arguments": {}})
+            await wait_for(probe.started)
+            assert otel.total(a.REQUESTS_ACTIVE) == 1
+            probe.release.set()
+    finally:
+        probe.release.set()
 
 
 async def test_caller_fault_tool_name_stays_on_spans(otel: Otel) -> None:
