@@ -165,6 +165,13 @@ class McpSettings(BaseSettings):
         description="subscriptions/listen streams and 2025-era GET streams one client may "
         "hold open (429); None: no limit.",
     )
+    stdio_max_in_flight: int = Field(
+        default=100,
+        gt=0,
+        description="Requests a stdio server runs at once (subscriptions/listen included); "
+        "while that many are in flight it reads no further request from stdin, so the "
+        "client's writes wait.",
+    )
     listen_max_duration: float | None = Field(
         default=None,
         gt=0,
