@@ -48,7 +48,8 @@ async def serve_stdio(
     The settings a stdio server reads: `stdio_max_in_flight`, `max_request_duration`,
     `cancel_grace`, `keepalive_interval`, `max_body_bytes` (the longest line),
     `progress_min_interval`, `process_kill_grace`, `record_arguments`, `page_size`,
-    `list_ttl_ms`, `cache_scope`, `request_state_key`/`_ttl` and `listen_max_duration`. HTTP settings (path, origins, authorization) do not apply.
+    `list_ttl_ms`, `cache_scope`, `request_state_key`/`_ttl` and `listen_max_duration`.
+    HTTP settings (path, origins, authorization) do not apply.
     """
     if not isinstance(server, McpServer):
         raise TypeError("server must be an McpServer")
