@@ -191,6 +191,13 @@ class McpSettings(BaseSettings):
         "limits when it is not authenticated (64: a host's usual /64, whose addresses it "
         "may rotate freely).",
     )
+    stdio_max_in_flight: int = Field(
+        default=100,
+        gt=0,
+        description="Requests a stdio server runs at once (subscriptions/listen included); "
+        "while that many are in flight it reads no further request from stdin, so the "
+        "client's writes wait.",
+    )
     listen_max_duration: float | None = Field(
         default=None,
         gt=0,

@@ -196,15 +196,18 @@ def change_routes(server: McpServer) -> list[Route]:
     the open subscriptions of `server`."""
 
     async def notify(request: Request) -> JSONResponse:
+        """`?times=N`: N announcements, letting the loop run between them (a burst)."""
         kind = request.path_params["kind"]
-        if kind == "tools":
-            await server.notify_tools_changed()
-        elif kind == "prompts":
-            await server.notify_prompts_changed()
-        elif kind == "resources":
-            await server.notify_resources_changed()
-        else:
-            await server.notify_resource_updated(request.query_params["uri"])
+        for _ in range(int(request.query_params.get("times", 1))):
+            if kind == "tools":
+                await server.notify_tools_changed()
+            elif kind == "prompts":
+                await server.notify_prompts_changed()
+            elif kind == "resources":
+                await server.notify_resources_changed()
+            else:
+                await server.notify_resource_updated(request.query_params["uri"])
+            await anyio.lowlevel.checkpoint()
         return JSONResponse({})
 
     async def add_tool(request: Request) -> JSONResponse:

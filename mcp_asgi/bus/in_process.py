@@ -11,17 +11,17 @@ sync route or tool running in a worker thread): the delivery is handed to that l
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Final, Literal, Protocol
 
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
 from anyio.lowlevel import EventLoopToken
-from anyio.streams.memory import MemoryObjectSendStream
 
 from mcp_asgi._loggers import bus_logger as logger
 
@@ -102,14 +102,16 @@ class LoopBinding:
 
 
 class InProcessBus:
-    """Fan-out to the subscribers of this process. A subscriber that falls more than
-    `buffer` events behind loses the overflow (it is logged), so publishing never blocks."""
+    """Fan-out to the subscribers of this process, each through its own `Mailbox`: a burst
+    of one change reaches each subscriber as one event, or a few, and publishing never
+    blocks. A subscriber more than `buffer` distinct events behind loses the overflow (it
+    is logged)."""
 
     def __init__(self, *, buffer: int = 64) -> None:
         if buffer < 1:
             raise ValueError("buffer must be at least 1")
         self._buffer = buffer
-        self._subscribers: set[MemoryObjectSendStream[ChangeEvent]] = set()
+        self._subscribers: set[Mailbox] = set()
         self._loop = LoopBinding()
 
     @property
@@ -127,31 +129,98 @@ class InProcessBus:
 
     def deliver(self, event: ChangeEvent) -> None:
         """Hand `event` to every local subscriber without waiting (on the loop's thread)."""
-        for stream in list(self._subscribers):
-            try:
-                stream.send_nowait(event)
-            except anyio.WouldBlock:
+        for mailbox in self._subscribers:
+            if not mailbox.put(event):
                 logger.warning(
                     "listener too slow: change event dropped", extra={"kind": event.kind}
                 )
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self._subscribers.discard(stream)
 
     @asynccontextmanager
     async def subscribe(self) -> AsyncIterator[AsyncIterator[ChangeEvent]]:
         """`async with bus.subscribe() as events:` the events published while it is open."""
         self._loop.bind()
-        send, receive = anyio.create_memory_object_stream[ChangeEvent](self._buffer)
-        self._subscribers.add(send)
+        mailbox = Mailbox(self._buffer)
+        self._subscribers.add(mailbox)
         try:
-            yield receive
+            yield mailbox
         finally:
-            self._subscribers.discard(send)
-            send.close()
-            receive.close()
+            self._subscribers.discard(mailbox)
+            mailbox.close()
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """Binds the bus to the running event loop; no background work."""
         self._loop.bind()
         yield
+
+
+LIST_CHANGED_GAP: Final = 0.1
+"""Least seconds between two events of one list-changed kind handed to one subscriber."""
+
+
+class Mailbox:
+    """One subscriber's pending events, iterated in the order they were first published.
+
+    An event already pending is not added again, so each list-changed kind (and each
+    updated URI) is pending at most once: a burst of one change is one event. A
+    list-changed kind is also handed out at most once every `LIST_CHANGED_GAP` seconds;
+    what comes meanwhile waits as that one pending event. So the last change is always
+    followed by an event, and a burst over time becomes a few."""
+
+    __slots__ = ("_buffer", "_closed", "_next", "_pending", "_wake")
+
+    def __init__(self, buffer: int) -> None:
+        self._buffer = buffer
+        self._pending: dict[ChangeEvent, None] = {}  # an ordered set
+        self._next: dict[ChangeKind, float] = {}  # when a kind may be handed out again
+        self._wake = anyio.Event()
+        self._closed = False
+
+    def close(self) -> None:
+        """The subscription ended: what is pending is dropped, iterating ends."""
+        self._closed = True
+        self._pending.clear()
+        self._wake.set()
+
+    def receive_nowait(self) -> ChangeEvent:
+        """The first pending event, whatever the gap (`anyio.WouldBlock` if none, and
+        `anyio.ClosedResourceError` once closed): a stream taking over a subscription
+        takes what its predecessor left unread."""
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if not self._pending:
+            raise anyio.WouldBlock
+        event = next(iter(self._pending))
+        del self._pending[event]
+        return event
+
+    def put(self, event: ChangeEvent) -> bool:
+        """Add `event` unless it is pending; False when `buffer` other events are."""
+        if self._closed:
+            return True
+        if event not in self._pending:
+            if len(self._pending) >= self._buffer:
+                return False
+            self._pending[event] = None
+            self._wake.set()
+        return True
+
+    def __aiter__(self) -> Mailbox:
+        return self
+
+    async def __anext__(self) -> ChangeEvent:
+        while not self._closed:
+            now = anyio.current_time()
+            due = math.inf
+            for event in self._pending:
+                at = self._next.get(event.kind, now)
+                if at <= now:
+                    del self._pending[event]
+                    if event.kind != "resource_updated":
+                        self._next[event.kind] = now + LIST_CHANGED_GAP
+                    return event
+                due = min(due, at)
+            self._wake = anyio.Event()
+            with anyio.move_on_after(due - now):
+                await self._wake.wait()
+        raise StopAsyncIteration

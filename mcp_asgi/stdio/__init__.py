@@ -1,9 +1,11 @@
 """The same `McpServer` over stdio: one JSON-RPC message a line on stdin and stdout.
 
-    lines        reading lines from stdin, writing them to stdout (one writer at a time),
-                 and `StdioWriter`, the reply writer of one request on the pipe
-    connection   `StdioConnection`: both eras on one pipe, requests in flight by id,
-                 `notifications/cancelled` and EOF turned into cancellations
+    lines        reading stdin (a bounded read-ahead, EOF seen at once), a bounded queue
+                 of lines written to stdout in order, and `StdioWriter`, the reply
+                 writer of one request on the pipe
+    connection   `StdioConnection`: both eras on one pipe, a bounded number of requests
+                 in flight by id, `notifications/cancelled` and EOF turned into
+                 cancellations
     serve        `serve_stdio` / `run_stdio`: the connection on this process's stdin/stdout,
                  with the server's bus and telemetry; `python -m mcp_asgi.stdio module:server`
 

@@ -8,10 +8,15 @@
                                         after initialize, without it   ──► 2025 request
                                         else                           ──► 2026-07-28
                                         (its validation answers -32602)
-                     ──► its own RequestScope, run beside the reading
-    EOF ─────────────► every request in flight cancelled (client_disconnect), then the
-                       connection ends once they have exited (bounded by the grace period)
-    shutdown() ──────► every request in flight cancelled (server_shutdown, answered)
+                     ──► its own RequestScope, run beside the reading; while
+                         `stdio_max_in_flight` run, no further line is taken (the reader
+                         reads ahead only so far: then the client's writes wait)
+    EOF ─────────────► the client is gone (the spec's shutdown): nothing more is written,
+                       lines read but not taken are dropped, every request in flight is
+                       cancelled (client_disconnect), and the connection ends once they
+                       have exited (bounded by the grace period)
+    shutdown() ──────► no further line is taken; every request in flight is cancelled
+                       (server_shutdown, answered), and nothing is written after
 
 One pipe multiplexes all requests, so a request's id is its address: an id already in
 flight is refused (-32600). Replies are lines; a cancelled request's writer is abandoned at
@@ -32,7 +37,6 @@ from starlette.types import Message
 
 from mcp_asgi._loggers import stdio_logger as logger
 from mcp_asgi.http.reply import dump
-from mcp_asgi.input.rounds import InputRounds
 from mcp_asgi.legacy import methods as legacy
 from mcp_asgi.legacy.era import negotiate_version
 from mcp_asgi.legacy.sessions import LegacySession, session_request
@@ -54,9 +58,10 @@ from mcp_asgi.protocol.jsonrpc import (
 from mcp_asgi.protocol.message import IncomingMessage, parse_message
 from mcp_asgi.protocol.request import META_PREFIX, McpRequest
 from mcp_asgi.protocol.validate import validate
+from mcp_asgi.runtime import RequestRuntime, input_rounds, result_options
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.listen import LISTEN, SubscriptionFilter
-from mcp_asgi.server.mcp_server import McpServer, ResultOptions
+from mcp_asgi.server.mcp_server import McpServer
 from mcp_asgi.settings import McpSettings
 from mcp_asgi.stdio.lines import LineReader, LineWriter, StdioWriter
 from mcp_asgi.telemetry import Telemetry
@@ -67,6 +72,7 @@ _STDIO_SCOPE: Final = {"type": STDIO_SCOPE_TYPE}
 """What telemetry and input rounds read instead of an ASGI scope: no headers, no client
 address, no principal (a stdio server reads its credentials from its environment)."""
 _DISCONNECT: Final[Message] = {"type": "http.disconnect"}
+_FLUSH_TIMEOUT: Final = 1.0  # bound on writing what is queued when the connection ends
 
 
 class StdioConnection:
@@ -86,63 +92,76 @@ class StdioConnection:
         self._out = writer
         self._settings = settings
         self._telemetry = telemetry
-        key = settings.request_state_key
-        self._inputs = InputRounds(
-            key.get_secret_value().encode() if key else None, ttl=settings.request_state_ttl
-        )
-        self._options = ResultOptions(
-            page_size=settings.page_size,
-            ttl_ms=settings.list_ttl_ms,
-            cache_scope=settings.cache_scope,
-            listen_max_duration=settings.listen_max_duration,
-        )
+        self._runtime = RequestRuntime(server, settings)  # this connection's thread slots
+        self._inputs = input_rounds(settings)
+        self._options = result_options(settings)
         self._session: LegacySession | None = None  # after a 2025-era initialize
         self._in_flight: dict[RequestId, tuple[RequestScope, StdioWriter]] = {}
-        self._eof = anyio.Event()
-        self._stopping = False
+        self._max_in_flight = settings.stdio_max_in_flight
+        self._room = anyio.Event()  # a request ended, or EOF
+        self._reading = anyio.CancelScope()  # cancelled by shutdown()
+        self._served = anyio.Event()
 
     def __len__(self) -> int:
         """How many requests are in flight."""
         return len(self._in_flight)
 
     async def serve(self) -> None:
-        """Read and serve messages until EOF, then cancel what is in flight and return
-        once it has exited (or after the grace period and a second more)."""
+        """Read and serve messages until EOF or `shutdown()`, then cancel what is in flight
+        and return once it has exited (or after the grace period and a second more)."""
         async with anyio.create_task_group() as background:
+            background.start_soon(self._out.run)
+            background.start_soon(self._watch_stdin)
             background.start_soon(self._relay_changes)
             async with anyio.create_task_group() as requests:
-                while not self._stopping:
-                    try:
-                        line = await self._reader.readline()
-                    except ValueError:
-                        await self._reply(
-                            None,
-                            ProtocolError(400, INVALID_REQUEST, "Invalid Request: line too long"),
-                        )
-                        continue
-                    if line is None:
-                        break
-                    if line.strip():
-                        await self._on_line(line, requests)
-                self._eof.set()  # every watcher reports the client gone
+                with self._reading:
+                    await self._read(requests)
                 if self._in_flight:
-                    logger.debug("stdin closed with %d requests in flight", len(self._in_flight))
+                    logger.debug("stopped reading with %d requests in flight", len(self))
                 requests.cancel_scope.deadline = (
                     anyio.current_time() + self._settings.cancel_grace + 1.0
                 )
+            self._out.close()  # what is queued is written (nothing at EOF), nothing after
+            with anyio.move_on_after(_FLUSH_TIMEOUT):
+                await self._out.flushed()
             background.cancel_scope.cancel()
+        self._served.set()
+
+    async def _read(self, requests: anyio.abc.TaskGroup) -> None:
+        """Take lines until EOF, while fewer than `stdio_max_in_flight` requests run."""
+        while not self._reader.eof.is_set():
+            if len(self._in_flight) >= self._max_in_flight:
+                self._room = anyio.Event()
+                await self._room.wait()
+                continue
+            try:
+                line = await self._reader.readline()
+            except ValueError:
+                await self._reply(
+                    None, ProtocolError(400, INVALID_REQUEST, "Invalid Request: line too long")
+                )
+                continue
+            if line is None:
+                return
+            if line.strip():
+                await self._on_line(line, requests)
+
+    async def _watch_stdin(self) -> None:
+        """Read stdin (ahead of the lines taken, up to a bound) until EOF: then the client
+        is gone, every watcher reports it, and nothing more is written."""
+        await self._reader.run()
+        self._out.abort()
+        self._room.set()
 
     async def shutdown(self) -> None:
-        """Cancel every request in flight (reason `server_shutdown`: each is answered with
-        its error), stop reading, and wait (bounded by the grace period and a second) for
-        their handlers to exit."""
-        self._stopping = True
-        scopes = [request_scope for request_scope, _ in self._in_flight.values()]
-        for request_scope in scopes:
+        """Stop reading and cancel every request in flight (reason `server_shutdown`: each
+        is answered with its error); return once `serve()` has (bounded by the grace period
+        and a few seconds). Nothing is written after their errors."""
+        self._reading.cancel()
+        for request_scope, _ in list(self._in_flight.values()):
             request_scope.cancel(CancelReason.SERVER_SHUTDOWN)
-        with anyio.move_on_after(self._settings.cancel_grace + 1.0):
-            for request_scope in scopes:
-                await request_scope.wait_exited()
+        with anyio.move_on_after(self._settings.cancel_grace + 1.0 + _FLUSH_TIMEOUT):
+            await self._served.wait()
 
     # -- one line ----------------------------------------------------------------------
 
@@ -264,29 +283,10 @@ class StdioConnection:
     # -- one request -------------------------------------------------------------------
 
     def _open(self, request: McpRequest, inputs: Any) -> tuple[RequestScope, StdioWriter, Context]:
-        settings, server = self._settings, self._server
         writer = StdioWriter(self._out)
-        listen = request.method == LISTEN
-        timeout = (
-            None if listen else _min(settings.max_request_duration, server.timeout_for(request))
-        )
-        request_scope = RequestScope(
-            request,
-            writer,
-            timeout=timeout,
-            cancel_grace=settings.cancel_grace,
-            keepalive_interval=settings.keepalive_interval,
-            observer=self._telemetry.begin(_STDIO_SCOPE, request),
-            on_server_end=server.subscriptions.server_end(request) if listen else None,
-        )
-        ctx = Context(
-            request_scope,
-            progress_min_interval=settings.progress_min_interval,
-            process_kill_grace=settings.process_kill_grace,
-            cancel_grace=settings.cancel_grace,
-            inputs=inputs,
-        )
-        return request_scope, writer, ctx
+        observer = self._telemetry.begin(_STDIO_SCOPE, request)
+        request_scope = self._runtime.scope(request, writer, observer=observer)
+        return request_scope, writer, self._runtime.context(request_scope, inputs=inputs)
 
     async def _run(self, request_scope: RequestScope, ctx: Context, call: Call) -> None:
         request_id = request_scope.request.id
@@ -295,10 +295,11 @@ class StdioConnection:
         finally:
             if self._in_flight.get(request_id, (None,))[0] is request_scope:
                 del self._in_flight[request_id]
+                self._room.set()
 
     async def _receive(self) -> Message:
         """What a request's watcher reads: the client is gone when stdin closes."""
-        await self._eof.wait()
+        await self._reader.eof.wait()
         return _DISCONNECT
 
     async def _reply(self, request_id: RequestId | None, error: McpError) -> None:
@@ -320,9 +321,3 @@ def _is_response(line: bytes) -> bool:
     except ValueError:
         return False
     return isinstance(data, dict) and "method" not in data and ("result" in data or "error" in data)
-
-
-def _min(a: float | None, b: float | None) -> float | None:
-    if a is None:
-        return b
-    return a if b is None else min(a, b)

@@ -38,16 +38,18 @@ async def serve_stdio(
     handle_signals: bool = True,
 ) -> None:
     """Serve `server` to the client on the pipes `stdin` and `stdout` (descriptors) until
-    stdin closes (every request in flight is then cancelled with `client_disconnect`) or,
-    with `handle_signals`, SIGTERM or SIGINT arrives (cancelled with `server_shutdown`,
-    each answered with its error). Either way it returns once their handlers have exited,
-    or after `settings.cancel_grace` and a second more.
+    stdin closes (every request in flight is then cancelled with `client_disconnect`, and
+    nothing more is written) or, with `handle_signals`, SIGTERM or SIGINT arrives
+    (cancelled with `server_shutdown`, each answered with its error, and nothing after).
+    Either way it returns once their handlers have exited, or after
+    `settings.cancel_grace` and a second more. At most `settings.stdio_max_in_flight`
+    requests run at once: no further line is taken from stdin meanwhile.
 
-    The settings a stdio server reads: `max_request_duration`, `cancel_grace`,
-    `keepalive_interval` (how often a request notices a closed stdin), `max_body_bytes`
-    (the longest line), `progress_min_interval`, `process_kill_grace`, `record_arguments`,
-    `page_size`, `list_ttl_ms`, `cache_scope`, `request_state_key`/`_ttl` and
-    `listen_max_duration`. HTTP settings (path, origins, authorization) do not apply.
+    The settings a stdio server reads: `stdio_max_in_flight`, `max_request_duration`,
+    `cancel_grace`, `keepalive_interval`, `max_body_bytes` (the longest line),
+    `progress_min_interval`, `process_kill_grace`, `record_arguments`, `page_size`,
+    `list_ttl_ms`, `cache_scope`, `request_state_key`/`_ttl` and `listen_max_duration`.
+    HTTP settings (path, origins, authorization) do not apply.
     """
     if not isinstance(server, McpServer):
         raise TypeError("server must be an McpServer")

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import AsyncIterator
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from mcp_asgi.bus import ChangeEvent, InProcessBus
 
 TOOLS = ChangeEvent("tools_list_changed")
 PROMPTS = ChangeEvent("prompts_list_changed")
+BURST = 2000
 
 
 async def test_every_subscriber_gets_every_event_in_order() -> None:
@@ -62,3 +65,41 @@ def test_buffer_must_be_positive() -> None:
     """A zero buffer is a configuration error."""
     with pytest.raises(ValueError, match="buffer"):
         InProcessBus(buffer=0)
+
+
+async def test_a_burst_of_one_change_is_one_pending_event() -> None:
+    """A change published many times before the subscriber reads is pending once."""
+    bus = InProcessBus()
+    async with bus.subscribe() as events:
+        for _ in range(1000):
+            bus.publish_nowait(TOOLS)
+            bus.publish_nowait(PROMPTS)
+        assert [await events.__anext__(), await events.__anext__()] == [TOOLS, PROMPTS]
+        with pytest.raises(anyio.WouldBlock):
+            events.receive_nowait()  # type: ignore[attr-defined]
+
+
+async def test_a_burst_read_as_it_comes_is_a_few_events_and_the_last_follows_it() -> None:
+    """BURST changes, the subscriber free to read between any two: it gets a few events,
+    not one per change, and one after the last change."""
+    bus = InProcessBus()
+    published = 0
+    seen: list[int] = []  # how many changes were published when each event was read
+    after_last = anyio.Event()
+
+    async def read(events: AsyncIterator[ChangeEvent]) -> None:
+        async for _ in events:
+            seen.append(published)
+            if published == BURST:
+                after_last.set()
+
+    async with bus.subscribe() as events, anyio.create_task_group() as tg:
+        tg.start_soon(read, events)
+        for _ in range(BURST):
+            await bus.publish(TOOLS)
+            published += 1
+            await anyio.lowlevel.checkpoint()
+        with anyio.fail_after(10):
+            await after_last.wait()
+        tg.cancel_scope.cancel()
+    assert len(seen) <= BURST // 20

@@ -87,6 +87,26 @@ async def test_each_subscription_gets_its_own_tag() -> None:
     assert {m["method"] for m in got} == {"notifications/prompts/list_changed"}
 
 
+async def test_a_burst_of_changes_is_a_few_notifications() -> None:
+    """2000 tools changes announced one after another, the listener free to write between
+    any two (a downstream relaying its list_changed): a few notifications, not 2000."""
+    server = listen_server()
+    with serve(changing_app(server)) as live:
+        client = McpTestClient(live.url + "/mcp")
+        params = {"notifications": {"toolsListChanged": True}}
+        async with client.stream("subscriptions/listen", params) as s:
+            await next_message(s)
+            await trigger(live.url, "POST", "/notify/tools", times="2000")
+            methods = []
+            while True:  # until the stream is quiet
+                with anyio.move_on_after(1):
+                    methods.append((await next_message(s))["method"])
+                    continue
+                break
+    assert set(methods) == {"notifications/tools/list_changed"}
+    assert 1 <= len(methods) <= 50
+
+
 async def test_registering_and_removing_a_tool_notifies() -> None:
     """Adding a tool (on the loop) and removing one (from a worker thread) both notify."""
     server = listen_server()

@@ -30,9 +30,11 @@ def server_command(spec: str = SERVER) -> list[str]:
     return [sys.executable, "-m", "mcp_asgi.stdio", spec, "--log-level", "INFO"]
 
 
-def server_env(probe: Path) -> dict[str, str]:
-    """The child's environment: ours, plus the probe file its `wait` tool writes to."""
-    return {**os.environ, "MCP_STDIO_PROBE": str(probe), "PYTHONPATH": str(ROOT)}
+def server_env(probe: Path, **settings: str) -> dict[str, str]:
+    """The child's environment: ours, plus the probe file its `wait` tool writes to, and
+    `settings` as `MCP_*` variables."""
+    env = {f"MCP_{name.upper()}": value for name, value in settings.items()}
+    return {**os.environ, "MCP_STDIO_PROBE": str(probe), "PYTHONPATH": str(ROOT), **env}
 
 
 def probe_lines(probe: Path) -> list[str]:
@@ -71,10 +73,11 @@ class Pipe:
         self._out = BufferedByteReceiveStream(process.stdout)
         self.seen: list[dict[str, Any]] = []
 
-    async def send(self, message: dict[str, Any] | bytes) -> None:
-        line = message if isinstance(message, bytes) else json.dumps(message).encode()
+    async def send(self, *messages: dict[str, Any] | bytes) -> None:
+        """Write the messages, one a line, in one write."""
+        lines = [m if isinstance(m, bytes) else json.dumps(m).encode() for m in messages]
         assert self.process.stdin is not None
-        await self.process.stdin.send(line + b"\n")
+        await self.process.stdin.send(b"".join(line + b"\n" for line in lines))
 
     async def receive(self, limit: float = 10.0) -> dict[str, Any]:
         """The next message the server writes."""
@@ -100,10 +103,11 @@ class Pipe:
 
 
 @asynccontextmanager
-async def stdio_server(probe: Path, spec: str = SERVER) -> AsyncIterator[Pipe]:
-    """The server running in a child process; killed at the end if it is still there."""
+async def stdio_server(probe: Path, spec: str = SERVER, **settings: str) -> AsyncIterator[Pipe]:
+    """The server running in a child process (with `settings` as `MCP_*` variables);
+    killed at the end if it is still there."""
     process = await anyio.open_process(
-        server_command(spec), env=server_env(probe), cwd=ROOT, stderr=None
+        server_command(spec), env=server_env(probe, **settings), cwd=ROOT, stderr=None
     )
     try:
         yield Pipe(process)

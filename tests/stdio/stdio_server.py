@@ -1,11 +1,13 @@
 """The server the stdio tests serve with `python -m mcp_asgi.stdio`: tools that answer,
 report progress and log, and one that waits until it is cancelled and writes what it saw
 to the file `MCP_STDIO_PROBE` names (one line per event: `started <id>`, `cancelled <id>
-<reason>`), so the test, in another process, can read it."""
+<reason>`), so the test, in another process, can read it; and one that counts how many of
+its calls run at once; and a `def` tool that holds its worker thread."""
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import anyio
@@ -13,6 +15,7 @@ import anyio
 from mcp_asgi import Context, McpServer
 
 server = McpServer("stdio-test", version="1.0.0")
+_busy = {"now": 0, "most": 0}
 
 
 def _probe(line: str) -> None:
@@ -54,3 +57,25 @@ def shout(text: str) -> str:
     """Answer with the text in capitals (a sync tool, in a worker thread)."""
     print("a stray print: it must not reach the protocol stream")
     return text.upper()
+
+
+@server.tool()
+def hold(label: str, seconds: float) -> str:
+    """Block its worker thread for `seconds`, deaf to cancellation as blocking code is,
+    writing `thread <label> started` and `... returned` to the probe file."""
+    _probe(f"thread {label} started")
+    time.sleep(seconds)
+    _probe(f"thread {label} returned")
+    return "held"
+
+
+@server.tool()
+async def busy() -> str:
+    """Take a moment; answer with the most calls of this tool that ran at once so far."""
+    _busy["now"] += 1
+    _busy["most"] = max(_busy["most"], _busy["now"])
+    try:
+        await anyio.sleep(0.001)
+    finally:
+        _busy["now"] -= 1
+    return str(_busy["most"])

@@ -32,7 +32,14 @@ async def test_call_progress_and_cancel(mode: str, tmp_path: Path) -> None:
     probe = tmp_path / "probe"
     async with Client(params(probe), mode=mode, cache=None) as client:
         tools = await client.list_tools()
-        assert [tool.name for tool in tools.tools] == ["echo", "count", "wait", "shout"]
+        assert [tool.name for tool in tools.tools] == [
+            "echo",
+            "count",
+            "wait",
+            "shout",
+            "hold",
+            "busy",
+        ]
         echoed = await client.call_tool("echo", {"text": "hi"})
         assert echoed.content == [types.TextContent(type="text", text="hi")]
         steps: list[float] = []

@@ -38,7 +38,7 @@ def test_typescript_client(mode: str, version: str, tmp_path: Path) -> None:
     )
     out = json.loads(done.stdout)
     assert out["protocolVersion"] == version
-    assert out["tools"] == ["echo", "count", "wait", "shout"]
+    assert out["tools"] == ["echo", "count", "wait", "shout", "hold", "busy"]
     assert out["echo"] == [{"type": "text", "text": "hi"}]
     assert out["count"] == [{"type": "text", "text": "counted 3"}]
     assert out["progress"] == [1, 2, 3]

@@ -109,3 +109,25 @@ async def test_progress_and_logs_are_lines_of_their_request(tmp_path: Path) -> N
             None,
         ]
         assert pipe.seen[1]["params"]["progressToken"] == "tok"
+
+
+async def test_max_threads_holds_and_an_abandoned_thread_keeps_its_slot(tmp_path: Path) -> None:
+    """max_threads=1 on stdio: a `def` call cancelled while its thread blocks is abandoned
+    but keeps the one slot, so the next `def` call's thread starts only once it returns."""
+    probe = tmp_path / "probe"
+    grace = {"max_threads": "1", "cancel_grace": "0.1", "process_kill_grace": "0.1"}
+    async with stdio_server(probe, **grace) as pipe:
+        await pipe.send(call(1, "hold", label="a", seconds=2.0))
+        await eventually(lambda: "thread a started" in probe_lines(probe))
+        await pipe.send(cancelled(1))
+        await pipe.send(call(2, "hold", label="b", seconds=0.0))
+        reply = await pipe.until_reply(2, limit=15.0)
+        assert "result" in reply
+        assert all(message.get("id") != 1 for message in pipe.seen)
+    threads = [line for line in probe_lines(probe) if line.startswith("thread")]
+    assert threads == [
+        "thread a started",
+        "thread a returned",
+        "thread b started",
+        "thread b returned",
+    ]
