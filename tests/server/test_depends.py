@@ -24,6 +24,8 @@ from pydantic import BaseModel
 from mcp_asgi import CancelReason, Context, McpServer
 from mcp_asgi.server.depends import NEWEST_TESTED_FASTAPI, TESTED_FASTAPI
 
+from ..auth.apps import Ran
+from ..auth.test_host_identity import host_authenticated
 from ..helpers import Probe, call, mcp_app, wait_for, wire_for
 from .handler_apps import DependencyLog, fastapi_host
 
@@ -98,6 +100,26 @@ async def test_a_plain_starlette_host_resolves_dependencies_without_overrides() 
 
     wire = await call_tool(mcp_app(server), "greet")
     assert wire.result["content"][0]["text"] == "hello world"
+
+
+async def test_a_security_dependency_gets_its_scopes_which_are_the_tool_s() -> None:
+    """`Security(admin_principal, scopes=["admin"])` (tests/auth/apps.py, `secured`):
+    without the scope the call is 403 before the dependency runs; with it, the dependency
+    gets the principal and `SecurityScopes(["admin"])`. The host's identity stands in for
+    a token (tests/auth/test_bearer.py does the same with a real authorization server)."""
+    ran = Ran()
+    app = host_authenticated(ran)
+    refused = await call(
+        app,
+        "tools/call",
+        {"name": "secured", "arguments": {}},
+        headers={"x-user": "alice tools:read"},
+    )
+    assert refused.status == 403
+    assert ran.calls == []
+    served = await call_tool(app, "secured", headers={"x-user": "alice tools:read admin"})
+    assert served.result["content"][0]["text"] == "secured for alice"
+    assert ran.calls == ["secured"]
 
 
 # -- overrides -------------------------------------------------------------------------------
