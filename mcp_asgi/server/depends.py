@@ -324,9 +324,12 @@ class Solver:
         ]
         if missing or unknown:
             problem = ", ".join(
-                [*(f"no {n!r} parameter" for n in missing), *(f"requires {n!r}" for n in unknown)]
+                [
+                    *(f"has no {n!r} parameter" for n in missing),
+                    *(f"requires {n!r}" for n in unknown),
+                ]
             )
-            raise _changed(handler, version, f"solve_dependencies has {problem}")
+            raise _changed(handler, version, f"solve_dependencies {problem}")
         returns = signature.return_annotation
         solved = getattr(utils, "SolvedDependency", None)
         named = isinstance(returns, str) and returns.rsplit(".", 1)[-1] == "SolvedDependency"
@@ -374,8 +377,9 @@ def _changed(handler: str, version: str, problem: str) -> TypeError:
     return TypeError(
         f"{handler}: FastAPI {version} changed its internal dependency solver "
         f"(fastapi.dependencies.utils: {problem}), which mcp_asgi calls to resolve "
-        f"dependencies. FastAPI 0.115.2 to {NEWEST_TESTED_FASTAPI} are tested: install one "
-        f"(pip install 'fastapi=={NEWEST_TESTED_FASTAPI}') until mcp_asgi supports {version}"
+        f"dependencies. FastAPI {TESTED_FASTAPI.removeprefix('>=')} to "
+        f"{NEWEST_TESTED_FASTAPI} are tested: install one (pip install "
+        f"'fastapi=={NEWEST_TESTED_FASTAPI}') until mcp_asgi supports {version}"
     )
 
 

@@ -478,7 +478,7 @@ async def _returns_a_tuple(
 @pytest.mark.parametrize(
     ("solver", "says"),
     [
-        (_requires_more, "solve_dependencies has requires 'scopes_cache'"),
+        (_requires_more, "solve_dependencies requires 'scopes_cache'"),
         (_no_cache, "solve_dependencies has no 'dependency_cache' parameter"),
         (_returns_a_tuple, "solve_dependencies returns"),
         (None, "no solve_dependencies or get_dependant"),
