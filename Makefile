@@ -30,7 +30,7 @@ run: $(STAMP)  ## serve the example FastAPI app on http://127.0.0.1:8000 (MCP at
 	exec $(BIN)/opentelemetry-instrument $(BIN)/uvicorn examples.fastapi_app.main:app \
 		--host 127.0.0.1 --port 8000 --timeout-graceful-shutdown 5
 
-test: lint typecheck contracts docs-strict package pytest  ## the full suite: ruff, mypy --strict, import contracts, the docs site, the package (build, twine check), pytest
+test: lint typecheck contracts docs-strict package pytest fastapi-range  ## the full suite: ruff, mypy --strict, import contracts, the docs site, the package (build, twine check), pytest, the FastAPI matrix
 
 check: lint typecheck contracts  ## the fast loop: ruff, mypy --strict, import contracts and the tests that start nothing (no server, node or backend)
 	$(BIN)/python -m pytest -q -m "not live" -p no:cacheprovider
@@ -99,22 +99,35 @@ pytest: $(STAMP) test-deps $(NODE_STAMP) $(AUTH_STAMP) $(DOWNSTREAM_STAMP) $(PHO
 conformance: $(STAMP) $(NODE_STAMP)  ## only the official MCP conformance suite (tests/conformance)
 	$(BIN)/python -m pytest tests/conformance
 
-# FastAPI's dependency solver is internal API: handlers' Depends(...) accept only the tested
-# range (mcp_asgi/server/depends.py TESTED_FASTAPI, the `fastapi` extra). This runs the
-# handler-API tests against other versions of that range, each in its own venv.
-FASTAPI_VERSIONS ?= 0.121.0 0.140.0 0.162.0
+# FastAPI's dependency solver is internal API (mcp_asgi/server/depends.py, Solver): the
+# handler-API tests run with the oldest, a middle and the newest tested FastAPI. Each
+# version is a folder of wheels installed once with --no-deps into the git-ignored
+# .venv-fastapi/<version> and put before .venv on PYTHONPATH: only FastAPI (and, for the
+# oldest, the Starlette and sse-starlette pip resolves beside it: FASTAPI_<version>_WITH)
+# differ from .venv, so no venv is created and a run costs only the tests. The newest is
+# depends.py's NEWEST_TESTED_FASTAPI (tests/server/test_depends.py checks they agree);
+# when .venv has that same FastAPI, `make pytest` runs these tests with it already.
+FASTAPI_VERSIONS ?= 0.115.2 0.140.0 0.165.0
+FASTAPI_0.115.2_WITH := starlette==0.40.0 sse-starlette==3.0.3
+# Starlette < 0.41 imports python-multipart by its old name, which warns (an error here)
+HANDLER_PYTEST := -q -p no:cacheprovider \
+	-W 'ignore:Please use `import python_multipart`:PendingDeprecationWarning'
 HANDLER_TESTS := tests/server/test_depends.py tests/server/test_request.py \
 	tests/server/test_error_status.py tests/e2e/test_live_depends.py
 
-fastapi-range:  ## the handler-API tests with each of FASTAPI_VERSIONS (needs the network once)
+.venv-fastapi/%/.installed: | $(STAMP)
+	rm -rf .venv-fastapi/$*
+	$(BIN)/python -m pip install --quiet --no-deps --target .venv-fastapi/$* \
+		'fastapi==$*' $(FASTAPI_$*_WITH)
+	touch $@
+
+fastapi-range: $(FASTAPI_VERSIONS:%=.venv-fastapi/%/.installed)  ## the handler-API tests with each of FASTAPI_VERSIONS (in make test)
+	@venv=$$($(BIN)/python -c 'import fastapi; print(fastapi.__version__)'); \
 	for v in $(FASTAPI_VERSIONS); do \
-		venv=.venv-fastapi/$$v; \
-		test -x $$venv/bin/python || { $(PYTHON) -m venv $$venv && \
-			$$venv/bin/pip install --quiet "fastapi==$$v" httpx pytest pytest-timeout trio \
-				uvicorn opentelemetry-sdk && \
-			$$venv/bin/pip install --quiet -e .; } || exit 1; \
+		if [ "$$v" = "$$venv" ]; then echo "== FastAPI $$v: .venv's, tested by make pytest"; continue; fi; \
 		echo "== FastAPI $$v"; \
-		$$venv/bin/python -m pytest -q -p no:cacheprovider $(HANDLER_TESTS) || exit 1; \
+		PYTHONPATH=.venv-fastapi/$$v $(BIN)/python -m pytest $(HANDLER_PYTEST) \
+			$(HANDLER_TESTS) || exit 1; \
 	done
 
 format: $(STAMP)

@@ -85,5 +85,5 @@ async def test_the_errors_have_the_statuses_the_page_gives(page: dict[str, Any])
 
 
 def test_the_page_names_the_tested_fastapi_range() -> None:
-    low, high = re.findall(r"[\d.]+", TESTED_FASTAPI)
-    assert f"FastAPI >= {low}, < {high}" in PAGE.read_text(encoding="utf-8")
+    (low,) = re.findall(r"[\d.]+", TESTED_FASTAPI)  # no ceiling: see depends.Solver
+    assert f"FastAPI >= {low}**, with no upper bound" in PAGE.read_text(encoding="utf-8")

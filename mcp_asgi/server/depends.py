@@ -4,9 +4,10 @@ or a FastAPI dependency (`Depends(...)`, `Annotated[X, Depends(...)]`).
 Dependencies are resolved by FastAPI's own solver, as FastAPI resolves them for the host
 app's routes: sub-dependencies, `yield` dependencies, `app.dependency_overrides` (the app
 is `request.app`), one cache per request. That solver is internal API that has changed
-between releases, so only the tested range of FastAPI versions is accepted, at
-registration (`TESTED_FASTAPI`). FastAPI is an optional extra: nothing here imports it
-unless a handler declares a dependency.
+between releases: its signature is read once per handler, at registration (`Solver`), and
+a FastAPI older than `TESTED_FASTAPI` or with a solver of another shape is refused there.
+FastAPI is an optional extra: nothing here imports it unless a handler declares a
+dependency.
 
 Dependencies are entered in the handler's task just before the call, and closed in it
 right after, also when the call fails or is cancelled: shielded from the request's
@@ -44,12 +45,16 @@ from mcp_asgi.server.context import Context
 if TYPE_CHECKING:
     from fastapi.dependencies.models import Dependant
 
-TESTED_FASTAPI: Final = ">=0.121,<0.166"
-"""The FastAPI versions whose dependency solver mcp_asgi is tested with (the `fastapi`
-extra pins the same range)."""
+TESTED_FASTAPI: Final = ">=0.115.2"
+"""The FastAPI versions handlers' dependencies accept (the `fastapi` extra pins the same):
+0.115.2 is the first FastAPI whose Starlette range admits mcp_asgi's `starlette>=0.40`;
+newer releases are accepted while their solver has the shape `Solver` knows."""
 
-_LOWEST: Final = (0, 121)
-_ABOVE: Final = (0, 166)
+NEWEST_TESTED_FASTAPI: Final = "0.165.0"
+"""The newest FastAPI of the tested matrix (the Makefile's FASTAPI_VERSIONS), named by
+the error when a newer release changes its solver."""
+
+_LOWEST: Final = (0, 115, 2)
 _INSTALL: Final = "pip install 'mcp-asgi[fastapi]'"
 
 Injected = Literal["request", "depends"]
@@ -111,15 +116,15 @@ def _fastapi_marker(value: Any) -> Literal["depends", "param"] | None:
 class Dependencies:
     """A handler's FastAPI dependencies: resolved around each call, closed after it."""
 
-    __slots__ = ("_dependant", "_handler", "_names", "_solve")
+    __slots__ = ("_dependant", "_handler", "_names", "_solver")
 
     def __init__(
-        self, handler: str, dependant: Dependant, names: tuple[str, ...], solve: Any
+        self, handler: str, dependant: Dependant, names: tuple[str, ...], solver: Solver
     ) -> None:
         self._handler = handler
         self._dependant = dependant
         self._names = names
-        self._solve = solve
+        self._solver = solver
 
     @classmethod
     def build(
@@ -128,7 +133,7 @@ class Dependencies:
         """Analyse the dependency parameters of `fn` (annotations already resolved) with
         FastAPI; raise `TypeError` if FastAPI is missing or untested, or if a dependency
         needs something a handler cannot give it."""
-        utils = _fastapi_solver(name)
+        solver = Solver.installed(name)
 
         def dependencies() -> None:  # stands for the handler: its dependency parameters only
             pass
@@ -136,12 +141,12 @@ class Dependencies:
         dependencies.__signature__ = inspect.Signature(list(params))  # type: ignore[attr-defined]
         dependencies.__name__ = dependencies.__qualname__ = getattr(fn, "__name__", name)
         try:
-            dependant = utils.get_dependant(path="", call=dependencies)
+            dependant = solver.get_dependant(path="", call=dependencies)
         except (AssertionError, TypeError, ValueError) as exc:
             raise TypeError(f"{name}: FastAPI refuses its dependencies: {exc}") from exc
         for where, problem in _unservable(dependant):
             raise TypeError(f"{name}: dependency {where} cannot be served: {problem}")
-        return cls(name, dependant, tuple(p.name for p in params), utils.solve_dependencies)
+        return cls(name, dependant, tuple(p.name for p in params), solver)
 
     async def call(
         self, fn: Callable[..., Any], kwargs: dict[str, Any], ctx: Context, *, is_async: bool
@@ -162,13 +167,8 @@ class Dependencies:
                 async with AsyncExitStack() as function_stack:
                     scope["fastapi_function_astack"] = function_stack
                     try:
-                        solved = await self._solve(
-                            request=request,
-                            dependant=self._dependant,
-                            dependency_overrides_provider=overrides,
-                            dependency_cache={},
-                            async_exit_stack=request_stack,
-                            embed_body_fields=False,
+                        solved = await self._solver.solve(
+                            request, self._dependant, overrides, request_stack
                         )
                         if solved.errors:
                             raise McpError(
@@ -294,25 +294,101 @@ def _describe(errors: Sequence[Any]) -> str:
     return "; ".join(problems)
 
 
-def _fastapi_solver(handler: str) -> Any:
-    """FastAPI's dependency solver, if the installed FastAPI is in the tested range."""
-    try:
-        fastapi = importlib.import_module("fastapi")
-        utils = importlib.import_module("fastapi.dependencies.utils")
-    except ImportError as exc:
-        raise TypeError(
-            f"{handler}: FastAPI dependencies need FastAPI {TESTED_FASTAPI}: {_INSTALL}"
-        ) from exc
-    check_fastapi_version(str(getattr(fastapi, "__version__", "unknown")), handler=handler)
-    return utils
+class Solver:
+    """FastAPI's dependency solver (`fastapi.dependencies.utils`) as a handler calls it.
+
+    Read once per handler, at registration: FastAPI >= 0.115.2 returns a `SolvedDependency`
+    and takes the request's exit stack (`async_exit_stack`, unused from 0.121, where `yield`
+    dependencies use the stacks in the scope that `Dependencies.call` sets) and
+    `embed_body_fields` (no body here) as required keywords. A solver of another shape
+    (a newer FastAPI that changed it) is refused with a `TypeError` naming the version."""
+
+    __slots__ = ("_fixed", "_solve", "_takes_stack", "get_dependant")
+
+    def __init__(self, utils: Any, version: str, *, handler: str) -> None:
+        solve = getattr(utils, "solve_dependencies", None)
+        get_dependant = getattr(utils, "get_dependant", None)
+        if not callable(solve) or not callable(get_dependant):
+            raise _changed(handler, version, "no solve_dependencies or get_dependant")
+        self.get_dependant: Callable[..., Dependant] = get_dependant
+        signature = inspect.signature(solve)
+        params = signature.parameters
+        missing = [name for name in _PASSED if name not in params]
+        unknown = [
+            name
+            for name, param in params.items()
+            if param.default is param.empty
+            and param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD)
+            and name not in _PASSED
+            and name not in _SUPPLIED
+        ]
+        if missing or unknown:
+            problem = ", ".join(
+                [
+                    *(f"has no {n!r} parameter" for n in missing),
+                    *(f"requires {n!r}" for n in unknown),
+                ]
+            )
+            raise _changed(handler, version, f"solve_dependencies {problem}")
+        returns = signature.return_annotation
+        solved = getattr(utils, "SolvedDependency", None)
+        named = isinstance(returns, str) and returns.rsplit(".", 1)[-1] == "SolvedDependency"
+        if solved is None or not (returns is solved or named):
+            raise _changed(handler, version, f"solve_dependencies returns {returns!r}")
+        self._solve: Callable[..., Any] = solve
+        self._takes_stack = "async_exit_stack" in params
+        self._fixed = {"embed_body_fields": False} if "embed_body_fields" in params else {}
+
+    @classmethod
+    def installed(cls, handler: str) -> Solver:
+        """The installed FastAPI's solver; `TypeError` if FastAPI is missing, older than
+        `TESTED_FASTAPI` or its solver has another shape."""
+        try:
+            fastapi = importlib.import_module("fastapi")
+            utils = importlib.import_module("fastapi.dependencies.utils")
+        except ImportError as exc:
+            raise TypeError(
+                f"{handler}: FastAPI dependencies need FastAPI {TESTED_FASTAPI}: {_INSTALL}"
+            ) from exc
+        version = str(getattr(fastapi, "__version__", "unknown"))
+        check_fastapi_version(version, handler=handler)
+        return cls(utils, version, handler=handler)
+
+    async def solve(
+        self, request: Request, dependant: Dependant, overrides: Any, stack: AsyncExitStack
+    ) -> Any:
+        """FastAPI's `SolvedDependency` (`.values`, `.errors`) for one call."""
+        stack_arg = {"async_exit_stack": stack} if self._takes_stack else {}
+        return await self._solve(
+            request=request,
+            dependant=dependant,
+            dependency_overrides_provider=overrides,
+            dependency_cache={},
+            **stack_arg,
+            **self._fixed,
+        )
+
+
+_PASSED: Final = ("request", "dependant", "dependency_overrides_provider", "dependency_cache")
+_SUPPLIED: Final = ("async_exit_stack", "embed_body_fields")
+
+
+def _changed(handler: str, version: str, problem: str) -> TypeError:
+    return TypeError(
+        f"{handler}: FastAPI {version} changed its internal dependency solver "
+        f"(fastapi.dependencies.utils: {problem}), which mcp_asgi calls to resolve "
+        f"dependencies. FastAPI {TESTED_FASTAPI.removeprefix('>=')} to "
+        f"{NEWEST_TESTED_FASTAPI} are tested: install one (pip install "
+        f"'fastapi=={NEWEST_TESTED_FASTAPI}') until mcp_asgi supports {version}"
+    )
 
 
 def check_fastapi_version(version: str, *, handler: str) -> None:
-    """Raise `TypeError` unless `version` is in `TESTED_FASTAPI`."""
-    numbers = tuple(int(part) for part in re.findall(r"\d+", version)[:2])
-    if not _LOWEST <= numbers < _ABOVE:
+    """Raise `TypeError` if `version` is older than `TESTED_FASTAPI`."""
+    numbers = tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+    if numbers < _LOWEST:
         raise TypeError(
             f"{handler}: FastAPI {version} is installed, but mcp_asgi resolves dependencies "
-            f"with FastAPI's internal solver and supports fastapi{TESTED_FASTAPI} only "
-            f"(the versions it is tested with): {_INSTALL}"
+            f"with FastAPI's internal solver and supports fastapi{TESTED_FASTAPI} "
+            f"(older releases do not install beside starlette>=0.40): {_INSTALL}"
         )

@@ -5,20 +5,27 @@ refused at registration when they cannot be served."""
 
 from __future__ import annotations
 
+import inspect
 import logging
+import re
 import sys
 from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
 import fastapi
+import fastapi.dependencies.utils
 import pytest
 from fastapi import BackgroundTasks, Body, Depends, FastAPI, Header, Query, Response
 from pydantic import BaseModel
 
 from mcp_asgi import CancelReason, Context, McpServer
-from mcp_asgi.server.depends import TESTED_FASTAPI
+from mcp_asgi.server.depends import NEWEST_TESTED_FASTAPI, TESTED_FASTAPI
 
+from ..auth.apps import Ran
+from ..auth.test_host_identity import host_authenticated
 from ..helpers import Probe, call, mcp_app, wait_for, wire_for
 from .handler_apps import DependencyLog, fastapi_host
 
@@ -93,6 +100,26 @@ async def test_a_plain_starlette_host_resolves_dependencies_without_overrides() 
 
     wire = await call_tool(mcp_app(server), "greet")
     assert wire.result["content"][0]["text"] == "hello world"
+
+
+async def test_a_security_dependency_gets_its_scopes_which_are_the_tool_s() -> None:
+    """`Security(admin_principal, scopes=["admin"])` (tests/auth/apps.py, `secured`):
+    without the scope the call is 403 before the dependency runs; with it, the dependency
+    gets the principal and `SecurityScopes(["admin"])`. The host's identity stands in for
+    a token (tests/auth/test_bearer.py does the same with a real authorization server)."""
+    ran = Ran()
+    app = host_authenticated(ran)
+    refused = await call(
+        app,
+        "tools/call",
+        {"name": "secured", "arguments": {}},
+        headers={"x-user": "alice tools:read"},
+    )
+    assert refused.status == 403
+    assert ran.calls == []
+    served = await call_tool(app, "secured", headers={"x-user": "alice tools:read admin"})
+    assert served.result["content"][0]["text"] == "secured for alice"
+    assert ran.calls == ["secured"]
 
 
 # -- overrides -------------------------------------------------------------------------------
@@ -358,3 +385,136 @@ def test_a_completion_handler_cannot_take_dependencies() -> None:
 
     with pytest.raises(TypeError, match=r"completion ask: .* cannot take a Request or FastAPI"):
         server.completion(prompt="ask")(suggest)
+
+
+# -- FastAPI versions: no ceiling, the solver's shape is checked ------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+_real_solve = fastapi.dependencies.utils.solve_dependencies
+
+
+def greet_server() -> McpServer:
+    server = McpServer("greet")
+
+    @server.tool()
+    async def greet(who: Annotated[str, Depends(lambda: "world")]) -> str:
+        return f"hello {who}"
+
+    return server
+
+
+async def test_a_newer_fastapi_with_the_same_solver_is_accepted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No upper bound: a release above the newest tested one registers and resolves."""
+    monkeypatch.setattr(fastapi, "__version__", "1.2.0")
+    wire = await call_tool(mcp_app(greet_server()), "greet")
+    assert wire.result["content"][0]["text"] == "hello world"
+
+
+async def test_a_solver_without_the_unused_exit_stack_is_called_without_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """FastAPI 0.121+ keeps `async_exit_stack` only until it removes it (its own TODO): the
+    adapter passes the keywords the installed solver declares, read at registration."""
+    received: list[list[str]] = []
+
+    async def solve_dependencies(
+        *,
+        request: Any,
+        dependant: Any,
+        dependency_overrides_provider: Any = None,
+        dependency_cache: Any = None,
+        embed_body_fields: bool,
+        **inner: Any,  # FastAPI's solver calls itself for sub-dependencies with its stack
+    ) -> fastapi.dependencies.utils.SolvedDependency:
+        received.append(sorted(inner))
+        async with AsyncExitStack() as stack:  # the real solver still requires one
+            inner.setdefault("async_exit_stack", stack)
+            return await _real_solve(
+                request=request,
+                dependant=dependant,
+                dependency_overrides_provider=dependency_overrides_provider,
+                dependency_cache=dependency_cache,
+                embed_body_fields=embed_body_fields,
+                **inner,
+            )
+
+    monkeypatch.setattr(fastapi.dependencies.utils, "solve_dependencies", solve_dependencies)
+    wire = await call_tool(mcp_app(greet_server()), "greet")
+    assert wire.result["content"][0]["text"] == "hello world"
+    assert received[0] == []  # the handler's own call: no async_exit_stack
+
+
+async def _requires_more(**kwargs: Any) -> Any:
+    raise AssertionError("never called")
+
+
+_real = inspect.signature(_real_solve)
+_requires_more.__signature__ = _real.replace(  # type: ignore[attr-defined]
+    parameters=[
+        *_real.parameters.values(),
+        inspect.Parameter("scopes_cache", inspect.Parameter.KEYWORD_ONLY),
+    ]
+)
+
+
+async def _no_cache(
+    *, request: Any, dependant: Any, dependency_overrides_provider: Any = None
+) -> fastapi.dependencies.utils.SolvedDependency:
+    raise AssertionError("never called")
+
+
+async def _returns_a_tuple(
+    *,
+    request: Any,
+    dependant: Any,
+    dependency_overrides_provider: Any = None,
+    dependency_cache: Any = None,
+) -> tuple[dict[str, Any], list[Any]]:
+    raise AssertionError("never called")
+
+
+@pytest.mark.parametrize(
+    ("solver", "says"),
+    [
+        (_requires_more, "solve_dependencies requires 'scopes_cache'"),
+        (_no_cache, "solve_dependencies has no 'dependency_cache' parameter"),
+        (_returns_a_tuple, "solve_dependencies returns"),
+        (None, "no solve_dependencies or get_dependant"),
+    ],
+    ids=["new-required-parameter", "parameter-gone", "other-result", "gone"],
+)
+def test_a_fastapi_whose_solver_changed_is_refused_at_registration(
+    monkeypatch: pytest.MonkeyPatch, solver: Any, says: str
+) -> None:
+    """The day a FastAPI release changes the solver, registration says so, naming that
+    release, what changed and the newest tested FastAPI to install meanwhile."""
+    monkeypatch.setattr(fastapi, "__version__", "0.999.0")
+    monkeypatch.setattr(fastapi.dependencies.utils, "solve_dependencies", solver)
+    with pytest.raises(TypeError) as caught:
+        greet_server()
+    message = str(caught.value)
+    assert message.startswith("tool 'greet': FastAPI 0.999.0 changed its internal dependency")
+    assert says in message
+    assert f"pip install 'fastapi=={NEWEST_TESTED_FASTAPI}'" in message
+
+
+def test_the_tested_fastapi_matrix_is_the_one_the_code_and_docs_name() -> None:
+    """`make fastapi-range` (in make test) runs these tests with FASTAPI_VERSIONS: its
+    oldest is the floor of TESTED_FASTAPI and of the `fastapi` extras, its newest is
+    NEWEST_TESTED_FASTAPI (the version the refusal above recommends), and docs/handlers.md
+    lists them. To test a newer FastAPI, append it to FASTAPI_VERSIONS and move
+    NEWEST_TESTED_FASTAPI and the page with it."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    match = re.search(r"^FASTAPI_VERSIONS \?= (.+)$", makefile, re.MULTILINE)
+    assert match is not None
+    versions = match.group(1).split()
+    assert f">={versions[0]}" == TESTED_FASTAPI
+    assert versions[-1] == NEWEST_TESTED_FASTAPI
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert pyproject.count(f'"fastapi{TESTED_FASTAPI}"') == 2  # the fastapi and test extras
+    page = " ".join((ROOT / "docs" / "handlers.md").read_text(encoding="utf-8").split())
+    assert f"**FastAPI {TESTED_FASTAPI.replace('>=', '>= ')}**" in page
+    assert f"(tested: {', '.join(versions)};" in page
+    assert f"pip install 'fastapi=={NEWEST_TESTED_FASTAPI}'" in page
