@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -515,6 +516,16 @@ class RedisServer:
             self._process.wait(10)
             self._process = None
 
+    def pause(self) -> None:
+        """SIGSTOP: connections are still accepted, nothing is answered."""
+        assert self._process is not None
+        self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after `pause`."""
+        assert self._process is not None
+        self._process.send_signal(signal.SIGCONT)
+
 
 class Worker:
     """`uvicorn tests.redis_app:app` (or `app`) in its own process, sharing the bus and
@@ -526,11 +537,14 @@ class Worker:
         channel: str,
         app: str = "tests.redis_app:app",
         settings: Mapping[str, str] | None = None,
+        log: Path | None = None,
     ) -> None:
-        """`settings`: more MCP_* environment variables for the worker."""
+        """`settings`: more MCP_* environment variables for the worker; `log`: a file its
+        stderr goes to."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, MCP_BUS_URL=redis_url, MCP_BUS_CHANNEL=channel, **(settings or {}))
+        stderr = log.open("ab") if log is not None else None
         self._process = subprocess.Popen(
             [
                 sys.executable,
@@ -552,7 +566,10 @@ class Worker:
             ],
             cwd=ROOT,
             env=env,
+            stderr=stderr,
         )
+        if stderr is not None:
+            stderr.close()  # the worker has its own copy
         wait_ready(self.healthy, f"worker on port {self.port}")
 
     def healthy(self) -> bool:
