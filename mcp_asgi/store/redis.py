@@ -199,8 +199,10 @@ class RedisStore:
             with anyio.fail_after(self.timeout + wait):
                 result = await operation()
         except self._unreachable as error:
+            if isinstance(error, TimeoutError) and not str(error):  # our deadline's
+                error = TimeoutError(f"no answer within {self.timeout + wait:g}s")
             self._outage.failed(error)
-            raise StoreUnavailable(f"Redis unreachable: {type(error).__name__}") from error
+            raise StoreUnavailable(f"Redis unreachable: {error}") from error
         finally:
             self._outage.settled()
         self._outage.succeeded()
