@@ -1,7 +1,7 @@
 """The app tests/bus/test_faults.py runs in two worker processes sharing Redis
-(MCP_BUS_URL): quick tools, POST /notify (a change of the tools, on every replica through
-the bus), GET /health (`McpMiddleware.health()`, 503 when degraded), and mcp_asgi's records
-from INFO up on stderr, one per line: `LEVEL logger message`."""
+(MCP_BUS_URL): quick tools (one a task), POST /notify (a change of the tools, on every
+replica through the bus), GET /health (`McpMiddleware.health()`, 503 when degraded), and
+mcp_asgi's records from INFO up on stderr, one per line: `LEVEL logger message`."""
 
 from __future__ import annotations
 
@@ -36,6 +36,13 @@ async def progress(ctx: Context) -> str:
     await ctx.report_progress(1, 2)
     await ctx.report_progress(2, 2)
     return "done"
+
+
+@server.tool(task="required")
+async def quick(ctx: Context) -> str:
+    """A task that is done at once (its record stays in the store)."""
+    await ctx.start_task()
+    return "quick"
 
 
 async def notify(request: Request) -> JSONResponse:

@@ -570,7 +570,11 @@ class Worker:
         )
         if stderr is not None:
             stderr.close()  # the worker has its own copy
-        wait_ready(self.healthy, f"worker on port {self.port}")
+        try:
+            wait_ready(self.healthy, f"worker on port {self.port}", timeout=40)  # a busy machine
+        except BaseException:
+            self.stop()  # never left running
+            raise
 
     def healthy(self) -> bool:
         assert self._process.poll() is None, "worker exited"

@@ -3,9 +3,10 @@ redis-server): paused with SIGSTOP (it accepts connections, answers nothing), th
 started again on the same port, while calls, a listen stream and 2025-era sessions run.
 
 Every request ends while Redis is still away, with its result or the stated 503
-(`store_unavailable`); the health check says degraded meanwhile and ok after; each replica
-logs the outage once per component, never per request; and once Redis is back, without
-restarting anything, a change crosses replicas again and the sessions go on."""
+(`store_unavailable`: a session or a task this replica cannot read); the health check says
+degraded meanwhile and ok after; each replica logs the outage once per component, never per
+request; and once Redis is back, without restarting anything, a change crosses replicas
+again and the sessions and tasks go on."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from mcp_asgi.testing import McpResponse, McpTestClient
 
 from ..helpers import eventually, next_message
 from ..servers import LegacyClient, RedisServer, Worker, wait_ready
+from ..tasks.apps import TaskClient
 from .test_redis import LISTEN, until_method
 
 # the first test starts two workers (its setup) on the shared 2-core machine
@@ -172,6 +174,9 @@ async def test_a_paused_redis(fleet: Fleet) -> None:
     session = await opened(a)  # known to B too, before the pause
     assert outcome(await echo(on(b, session))) == "ok"
     only_a = await opened(a)  # B never saw it
+    task_id = await TaskClient(a.worker.url).start("quick")
+    tasks_b = TaskClient(b.worker.url)
+    await tasks_b.until(task_id, "completed")
     modern_a, modern_b = McpTestClient(a.mcp), McpTestClient(b.mcp)
     async with McpTestClient(b.mcp).stream("subscriptions/listen", LISTEN) as stream:
         await next_message(stream)
@@ -209,6 +214,9 @@ async def test_a_paused_redis(fleet: Fleet) -> None:
                     "new session": new_session,
                     "SSE reply": streamed,
                     "change announced": notified,
+                    "tasks/get on B": lambda: _outcome_of(
+                        tasks_b.mcp.request("tasks/get", {"taskId": task_id})
+                    ),
                 }
             )
             during = [await until_health(a, "degraded"), await until_health(b, "degraded")]
@@ -231,6 +239,7 @@ async def test_a_paused_redis(fleet: Fleet) -> None:
         "new session": "ok",
         "SSE reply": "ok",
         "change announced": "ok",
+        "tasks/get on B": UNAVAILABLE,
     }
     assert set(more.values()) == {UNAVAILABLE}
     assert {r["store"] for r in during} == {"unreachable"}
@@ -238,6 +247,7 @@ async def test_a_paused_redis(fleet: Fleet) -> None:
     assert crossed["method"] == "notifications/tools/list_changed"
     assert outcome(await echo(on(b, only_a))) == "ok"  # adopted now
     assert outcome(await echo(on(b, session))) == "ok"
+    assert (await tasks_b.get(task_id))["status"] == "completed"
     for replica in (a, b):
         counts = outage_lines(replica)
         assert counts["store lost"] == counts["store back"] == 1, counts
