@@ -20,10 +20,11 @@ import anyio
 import httpx
 import pytest
 
+from mcp_asgi import Context, McpServer
 from mcp_asgi.legacy.shared import CONTROL
-from mcp_asgi.testing import McpResponse, McpTestClient
+from mcp_asgi.testing import McpResponse, McpTestClient, serve
 
-from ..helpers import eventually, next_message
+from ..helpers import eventually, mcp_app, next_message
 from ..servers import LegacyClient, RedisServer, Worker, wait_ready
 from ..tasks.apps import TaskClient
 from .test_redis import LISTEN, until_method
@@ -318,3 +319,35 @@ def _echo_params() -> dict[str, Any]:
 
 async def _outcome_of(response: Awaitable[McpResponse]) -> str:
     return outcome(await response)
+
+
+async def test_a_question_to_a_2025_client_without_redis_is_a_clear_error() -> None:
+    """The store that carries the client's answer is out of reach: the handler's elicit
+    fails at once with reason store_unavailable, answered as the call's error (not an
+    internal error with a traceback, not a wait for an answer that cannot come)."""
+    server = McpServer("no-redis")
+
+    @server.tool()
+    async def ask(ctx: Context) -> str:
+        answer = await ctx.elicit("Who are you?", {"type": "object", "properties": {}})
+        return str(answer.action)
+
+    app = mcp_app(server, bus_url="redis://127.0.0.1:1/0", redis_timeout=0.3)
+    with serve(app) as live:
+        client = LegacyClient(live.url + "/mcp")
+        body = client.body(
+            "initialize",
+            {
+                "protocolVersion": client.version,
+                "capabilities": {"elicitation": {}},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        )
+        opened = await client.post(body, {"content-type": "application/json", "accept": "*/*"})
+        assert opened.status == 200  # served by this replica alone
+        client.session_id = opened.headers["mcp-session-id"]
+        with anyio.fail_after(10):
+            response = await client.call("tools/call", {"name": "ask"})
+    error = response.final["error"]
+    assert error["data"] == {"reason": "store_unavailable"}
+    assert "cannot send elicitation/create" in error["message"]
