@@ -27,6 +27,7 @@ from mcp_asgi.testing import McpResponse, McpTestClient, serve
 from ..helpers import eventually, mcp_app, next_message
 from ..servers import LegacyClient, RedisServer, Worker, wait_ready
 from ..tasks.apps import TaskClient
+from .test_legacy_replicas import opened_on
 from .test_redis import LISTEN, until_method
 
 # the first test starts two workers (its setup) on the shared 2-core machine
@@ -334,18 +335,7 @@ async def test_a_question_to_a_2025_client_without_redis_is_a_clear_error() -> N
 
     app = mcp_app(server, bus_url="redis://127.0.0.1:1/0", redis_timeout=0.3)
     with serve(app) as live:
-        client = LegacyClient(live.url + "/mcp")
-        body = client.body(
-            "initialize",
-            {
-                "protocolVersion": client.version,
-                "capabilities": {"elicitation": {}},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        )
-        opened = await client.post(body, {"content-type": "application/json", "accept": "*/*"})
-        assert opened.status == 200  # served by this replica alone
-        client.session_id = opened.headers["mcp-session-id"]
+        client, _ = await opened_on(live.url + "/mcp", live.url + "/mcp")  # this replica's only
         with anyio.fail_after(10):
             response = await client.call("tools/call", {"name": "ask"})
     error = response.final["error"]
