@@ -128,16 +128,19 @@ class TaskMethods:
         run.promoted = True
         record = supervisor.new_record(run, _owner(asgi_scope), name)
         with anyio.CancelScope(shield=True):  # once stored, the task is the client's
+            unreachable = False
             try:
                 stored = await supervisor.registry.create(record)
             except StoreUnavailable:  # logged once by the store
-                stored = False
+                stored, unreachable = False, True
             except Exception:
                 logger.exception("could not store a new task")
                 stored = False
             run.mark_stored(record if stored else None)
         if not stored:
             run.cancel(CancelReason.TASK_CANCELLED)
+            if unreachable:
+                raise store_unavailable(request.id)
             raise McpError(INTERNAL_ERROR, "Internal error: the task could not be stored")
         return self._answer({**record.task(), "resultType": "task"})
 

@@ -219,6 +219,9 @@ async def test_a_paused_redis(fleet: Fleet) -> None:
                     "tasks/get on B": lambda: _outcome_of(
                         tasks_b.mcp.request("tasks/get", {"taskId": task_id})
                     ),
+                    "new task on A": lambda: _outcome_of(
+                        TaskClient(a.worker.url).mcp.request("tools/call", {"name": "quick"})
+                    ),
                 }
             )
             during = [await until_health(a, "degraded"), await until_health(b, "degraded")]
@@ -242,6 +245,7 @@ async def test_a_paused_redis(fleet: Fleet) -> None:
         "SSE reply": "ok",
         "change announced": "ok",
         "tasks/get on B": UNAVAILABLE,
+        "new task on A": UNAVAILABLE,
     }
     assert set(more.values()) == {UNAVAILABLE}
     assert {r["store"] for r in during} == {"unreachable"}
