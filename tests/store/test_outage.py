@@ -10,8 +10,10 @@ import anyio
 import pytest
 
 from mcp_asgi.store import StoreUnavailable
+from mcp_asgi.store.outage import Outage
 from mcp_asgi.store.redis import RedisStore
 
+from ..helpers import Clock
 from ..servers import RedisServer
 
 TIMEOUT = 0.3
@@ -110,3 +112,36 @@ async def test_a_restarted_redis_is_reached_again(
         await store.aclose()
     assert len(store_records(caplog, logging.WARNING, "lost Redis")) == 1
     assert len(store_records(caplog, logging.INFO, "reachable again")) == 1
+
+
+def test_retries_back_off_to_their_cap_one_probe_at_a_time(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """While Redis is down, an attempt is admitted only once the backoff has passed (from
+    `initial`, doubling, jittered down to half, never past `cap`), and one at a time; the
+    outage is one WARNING and its end one INFO, whatever the number of attempts."""
+    caplog.set_level(logging.DEBUG, logger="mcp_asgi.store")
+    clock = Clock(100.0)
+    outage = Outage("redis://host:6379/0", initial=0.1, cap=0.4, clock=clock)
+    assert outage.admit()
+    outage.failed(OSError("refused"))
+    outage.settled()
+    waits: list[float] = []
+    for _ in range(5):
+        began = clock.now
+        while not outage.admit():
+            clock.now += 0.01
+        waits.append(clock.now - began)
+        assert not outage.admit()  # the probe is out: nobody else tries
+        outage.failed(OSError("refused"))
+        outage.settled()
+    for wait, delay in zip(waits, [0.1, 0.2, 0.4, 0.4, 0.4], strict=True):
+        assert delay / 2 - 0.011 <= wait <= delay + 0.011
+    clock.now += 1
+    assert outage.admit()
+    outage.succeeded()
+    outage.settled()
+    assert not outage.down
+    assert all(outage.admit() for _ in range(3))  # up: everyone tries
+    assert len(store_records(caplog, logging.WARNING, "lost Redis")) == 1
+    assert len(store_records(caplog, logging.INFO, "reachable again after")) == 1
