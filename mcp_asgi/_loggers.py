@@ -15,6 +15,8 @@ telemetry_logger = logging.getLogger("mcp_asgi.telemetry")
 """Telemetry itself failed."""
 bus_logger = logging.getLogger("mcp_asgi.bus")
 """The notification bus (Redis outages)."""
+store_logger = logging.getLogger("mcp_asgi.store")
+"""The shared-state store (Redis unreachable, and back)."""
 subscriptions_logger = logging.getLogger("mcp_asgi.subscriptions")
 """`subscriptions/listen` streams."""
 input_logger = logging.getLogger("mcp_asgi.input")
@@ -31,3 +33,11 @@ routes_logger = logging.getLogger("mcp_asgi.routes")
 """The host app's routes as tools: a route that cannot be one, and why."""
 tasks_logger = logging.getLogger("mcp_asgi.tasks")
 """Tasks (the Tasks extension): a store that failed, a worker lost, a signal not sent."""
+
+
+def redacted_url(url: str) -> str:
+    """A URL fit for a log line: without its password (`redis://***@host:6379/0`)."""
+    if "@" not in url:
+        return url
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://***@{rest.rsplit('@', 1)[1]}"

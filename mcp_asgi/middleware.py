@@ -40,13 +40,18 @@ from mcp_asgi.lifecycle.clock import loop_clock
 from mcp_asgi.limits import AuthFailures, ClientLimits
 from mcp_asgi.protocol import jsonrpc
 from mcp_asgi.protocol.headers import header
-from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
+from mcp_asgi.protocol.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    ProtocolError,
+    store_unavailable,
+)
 from mcp_asgi.protocol.message import IncomingMessage, IncomingReply, parse_post, peek_id
 from mcp_asgi.routes import ROUTE_CALL_KEY
 from mcp_asgi.runtime import RequestRuntime, input_rounds, result_options
 from mcp_asgi.server.mcp_server import McpServer
 from mcp_asgi.settings import VERIFIER_SETTINGS, McpSettings, changed, normalize_path
-from mcp_asgi.store import store_from_url
+from mcp_asgi.store import StoreUnavailable, store_from_url
 from mcp_asgi.tasks import TaskMethods, TaskRegistry, TaskSupervisor
 from mcp_asgi.telemetry import Telemetry
 
@@ -129,7 +134,9 @@ class McpMiddleware:
         )
         self._limits_requests = self._limits.limits_requests
         options = result_options(settings, private=self._auth is not None)
-        self._store = store_from_url(settings.bus_url)  # with the Redis bus: shared by replicas
+        self._store = store_from_url(  # with the Redis bus: shared by replicas
+            settings.bus_url, timeout=settings.redis_timeout, retry_max=settings.redis_retry_max
+        )
         self._tasks = TaskSupervisor(
             server, TaskRegistry(self._store), settings, self._telemetry, options, runtime
         )
@@ -214,6 +221,20 @@ class McpMiddleware:
                     "(path= or McpSettings.path)"
                 )
         return (*outer, (here, self.server.name)), shadowed
+
+    async def health(self) -> dict[str, str]:
+        """For the app's readiness route: `status` `ok`, or `degraded` while Redis is out
+        of reach; `store` `ok` | `unreachable` | `local` (asks Redis, bounded by
+        `redis_timeout`); `bus` `ok` | `reconnecting` | `local`. See docs/deployment.md,
+        "When Redis fails", for what degrades meanwhile."""
+        store = "local"
+        if self._store.shared:
+            store = "ok" if await self._store.check() else "unreachable"
+        shared_bus = self._bus if self._bus is not None else self.server.bus
+        connected: bool | None = getattr(shared_bus, "connected", None)  # a RedisBus's
+        bus = "local" if connected is None else "ok" if connected else "reconnecting"
+        status = "degraded" if store == "unreachable" or bus == "reconnecting" else "ok"
+        return {"status": status, "store": store, "bus": bus}
 
     def _replicas(self) -> AbstractAsyncContextManager[None]:
         """2025-era sessions hear the other replicas (cancels, session ends) meanwhile."""
@@ -357,7 +378,8 @@ class McpMiddleware:
             await endpoint.serve_post(
                 asgi_scope, receive, send, message, mode, body=body, arrived=arrived
             )
-        except ProtocolError as error:
+        except (ProtocolError, StoreUnavailable) as caught:  # the store: logged once by it
+            error = caught if isinstance(caught, ProtocolError) else store_unavailable()
             if message is not None:  # the method was readable: a short span says why it failed
                 self._telemetry.rejected(asgi_scope, message, error)
             headers = [(b"allow", b"POST")] if error.http_status == 405 else error.headers
@@ -405,7 +427,11 @@ def _bus_of(
     from mcp_asgi.bus.redis import bus_from_url
 
     return bus_from_url(
-        settings.bus_url, channel=settings.bus_channel, meter_provider=meter_provider
+        settings.bus_url,
+        channel=settings.bus_channel,
+        timeout=settings.redis_timeout,
+        reconnect_max=settings.redis_retry_max,
+        meter_provider=meter_provider,
     )
 
 

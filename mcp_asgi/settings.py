@@ -283,6 +283,19 @@ class McpSettings(BaseSettings):
     bus_channel: str = Field(
         default="mcp_asgi:changes", min_length=1, description="Redis pub/sub channel of the bus."
     )
+    redis_timeout: float = Field(
+        default=2.0,
+        gt=0,
+        description="Seconds a Redis command of the shared store or bus may take (connecting "
+        "included) before Redis counts as unreachable: requests then fall back or get a 503, "
+        "never wait longer. Must be shorter than max_request_duration.",
+    )
+    redis_retry_max: float = Field(
+        default=5.0,
+        ge=0.1,
+        description="Longest wait in seconds between two attempts to reach Redis while it is "
+        "unreachable (the backoff starts at 0.1 s and doubles up to this).",
+    )
     request_state_key: SecretStr | None = Field(
         default=None,
         description="Secret that seals MRTR requestState (HMAC-SHA256); every worker and "
@@ -441,6 +454,17 @@ class McpSettings(BaseSettings):
     def _types_are_access_tokens(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         _accepted_types(value)
         return value
+
+    @model_validator(mode="after")
+    def _redis_timeout_within_deadline(self) -> McpSettings:
+        deadline = self.max_request_duration
+        if self.bus_url is not None and deadline is not None and self.redis_timeout >= deadline:
+            raise ValueError(
+                f"redis_timeout ({self.redis_timeout:g}s) must be shorter than "
+                f"max_request_duration ({deadline:g}s), or a request would time out waiting "
+                "for Redis before Redis is found unreachable: lower redis_timeout"
+            )
+        return self
 
     @model_validator(mode="after")
     def _task_ttl_bounded(self) -> McpSettings:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -518,6 +519,16 @@ class RedisServer:
             self._process.wait(10)
             self._process = None
 
+    def pause(self) -> None:
+        """SIGSTOP: connections are still accepted, nothing is answered."""
+        assert self._process is not None
+        self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after `pause`."""
+        assert self._process is not None
+        self._process.send_signal(signal.SIGCONT)
+
 
 class Worker:
     """`uvicorn tests.redis_app:app` (or `app`) in its own process, sharing the bus and
@@ -529,11 +540,14 @@ class Worker:
         channel: str,
         app: str = "tests.redis_app:app",
         settings: Mapping[str, str] | None = None,
+        log: Path | None = None,
     ) -> None:
-        """`settings`: more MCP_* environment variables for the worker."""
+        """`settings`: more MCP_* environment variables for the worker; `log`: a file its
+        stderr goes to."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, MCP_BUS_URL=redis_url, MCP_BUS_CHANNEL=channel, **(settings or {}))
+        stderr = log.open("ab") if log is not None else None
         self._process = subprocess.Popen(
             [
                 sys.executable,
@@ -555,8 +569,15 @@ class Worker:
             ],
             cwd=ROOT,
             env=env,
+            stderr=stderr,
         )
-        wait_ready(self.healthy, f"worker on port {self.port}")
+        if stderr is not None:
+            stderr.close()  # the worker has its own copy
+        try:
+            wait_ready(self.healthy, f"worker on port {self.port}", timeout=40)  # a busy machine
+        except BaseException:
+            self.stop()  # never left running
+            raise
 
     def healthy(self) -> bool:
         assert self._process.poll() is None, "worker exited"

@@ -7,12 +7,16 @@ events out to the local listen streams (an `InProcessBus`), and one publisher co
 sends this process's events. A publish is delivered to the local streams at once and put
 in a bounded outbox; it never waits on Redis, so a request path never blocks on it.
 
-When Redis goes away, the listen streams stay open. The outage is logged (WARNING once,
-INFO on recovery) and counted (`mcp_asgi.bus.outages`); the task reconnects with
-exponential backoff and resubscribes; the outbox keeps what was published meanwhile (the
-oldest events are dropped past `outbox` entries, counted in `mcp_asgi.bus.dropped`) and
-sends it on reconnection. Events from other processes published during the outage arrive
-when those processes flush their own outboxes; nothing is replayed beyond that.
+Every command waits at most `timeout` seconds (connecting included), and the subscription
+must be confirmed within it: a Redis that is down, restarting or paused (SIGSTOP) counts as
+lost once that passes, or once a PING sent after `ping_interval` seconds of silence is not
+answered within it. When Redis goes away, the listen streams stay open. The outage is
+logged (WARNING once, INFO on recovery) and counted (`mcp_asgi.bus.outages`); the task
+reconnects with exponential backoff and resubscribes; the outbox keeps what was published
+meanwhile (the oldest events are dropped past `outbox` entries, counted in
+`mcp_asgi.bus.dropped`) and sends it on reconnection. Events from other processes
+published during the outage arrive when those processes flush their own outboxes; nothing
+is replayed beyond that.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import anyio
 from opentelemetry import metrics
 
 from mcp_asgi._loggers import bus_logger as logger
+from mcp_asgi._loggers import redacted_url
 from mcp_asgi._version import __version__
 from mcp_asgi.bus.in_process import CHANGE_KINDS, ChangeEvent, InProcessBus, LoopBinding
 from mcp_asgi.telemetry import names as a
@@ -49,6 +54,8 @@ class RedisBus:
       between reconnection attempts.
     - `ping_interval`: seconds of silence after which the subscription connection is
       pinged.
+    - `timeout`: seconds a command, a connection, a subscription's confirmation or the
+      answer to a PING may take before Redis counts as lost.
     - `meter_provider`: for the bus metrics; default: the global one.
 
     Raises `ImportError` when redis-py is not installed (`mcp-asgi[redis]`).
@@ -64,6 +71,7 @@ class RedisBus:
         reconnect_initial: float = 0.1,
         reconnect_max: float = 5.0,
         ping_interval: float = 15.0,
+        timeout: float = 2.0,
         meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
         try:
@@ -74,6 +82,8 @@ class RedisBus:
             raise ValueError("channel must not be empty")
         if outbox < 1 or reconnect_initial <= 0 or reconnect_max < reconnect_initial:
             raise ValueError("outbox must be ≥ 1 and 0 < reconnect_initial ≤ reconnect_max")
+        if timeout <= 0:
+            raise ValueError("timeout must be > 0")
         self.url = url
         """The Redis URL."""
         self.channel = channel
@@ -87,6 +97,8 @@ class RedisBus:
         self._initial = reconnect_initial
         self._max = reconnect_max
         self._ping = ping_interval
+        self.timeout = timeout
+        """Seconds a command may take before Redis counts as lost."""
         self._outage_since: float | None = None
         self._running = 0
         self._lazy_task: asyncio.Task[None] | None = None
@@ -196,7 +208,7 @@ class RedisBus:
                     logger.warning(
                         "bus: lost Redis at %s (%s: %s); change notifications from other "
                         "processes are paused, reconnecting",
-                        _redact(self.url),
+                        redacted_url(self.url),
                         type(cause).__name__,
                         cause,
                         extra={"bus_origin": self.origin},
@@ -213,11 +225,18 @@ class RedisBus:
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
-        client: Any = aioredis.Redis.from_url(self.url, retry=Retry(NoBackoff(), 0))
+        client: Any = aioredis.Redis.from_url(
+            self.url,
+            retry=Retry(NoBackoff(), 0),
+            socket_timeout=self.timeout,
+            socket_connect_timeout=self.timeout,
+        )
         try:
             pubsub = client.pubsub()
             try:
-                await pubsub.subscribe(self.channel)
+                with anyio.fail_after(self.timeout):
+                    await pubsub.subscribe(self.channel)
+                    await self._confirmed(pubsub)
                 self._connected()
                 async with anyio.create_task_group() as tasks:
                     tasks.start_soon(self._send_outbox, client)
@@ -239,12 +258,26 @@ class RedisBus:
             )
             self._outage_since = None
 
-    async def _receive(self, pubsub: Any) -> None:
+    async def _confirmed(self, pubsub: Any) -> None:
+        """Wait for Redis to confirm the subscription (a paused Redis accepts the
+        connection but never does)."""
         while True:
-            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=self._ping)
+            message = await pubsub.get_message(timeout=self.timeout)
+            if message is not None and message.get("type") == "subscribe":
+                return
+
+    async def _receive(self, pubsub: Any) -> None:
+        pinged = False
+        while True:
+            wait = self.timeout if pinged else self._ping
+            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=wait)
             if message is None:
+                if pinged:
+                    raise TimeoutError(f"no answer to PING within {self.timeout:g}s")
                 await pubsub.ping()
+                pinged = True
                 continue
+            pinged = False
             if message.get("type") != "message":
                 continue
             event = self._decode(message.get("data"))
@@ -282,18 +315,22 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def _redact(url: str) -> str:
-    """The URL without its password."""
-    if "@" not in url:
-        return url
-    scheme, _, rest = url.partition("://")
-    return f"{scheme}://***@{rest.rsplit('@', 1)[1]}"
-
-
 def bus_from_url(
-    url: str, *, channel: str = DEFAULT_CHANNEL, meter_provider: metrics.MeterProvider | None = None
+    url: str,
+    *,
+    channel: str = DEFAULT_CHANNEL,
+    timeout: float = 2.0,
+    reconnect_max: float = 5.0,
+    meter_provider: metrics.MeterProvider | None = None,
 ) -> RedisBus:
-    """The bus named by `McpSettings.bus_url`."""
+    """The bus named by `McpSettings.bus_url` (`timeout`, `reconnect_max`: its
+    `redis_timeout`, `redis_retry_max`)."""
     if not url.startswith(("redis://", "rediss://", "unix://")):
         raise ValueError(f"bus_url must be a redis://, rediss:// or unix:// URL, got {url!r}")
-    return RedisBus(url, channel=channel, meter_provider=meter_provider)
+    return RedisBus(
+        url,
+        channel=channel,
+        timeout=timeout,
+        reconnect_max=reconnect_max,
+        meter_provider=meter_provider,
+    )

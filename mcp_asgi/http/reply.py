@@ -247,6 +247,6 @@ def _event(body: bytes, event_id: str | None = None) -> bytes:
     return ServerSentEvent(data=body.decode("utf-8"), event="message", id=event_id).encode()
 
 
-def sse_event(body: bytes, event_id: str) -> bytes:
-    """One `message` event carrying a JSON-RPC message, with its id."""
+def sse_event(body: bytes, event_id: str | None) -> bytes:
+    """One `message` event carrying a JSON-RPC message, with its id (None: without)."""
     return _event(body, event_id)

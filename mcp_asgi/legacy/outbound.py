@@ -14,7 +14,8 @@ The answers travel through the shared-state store's channels (`mcp_asgi.store`):
 process with the memory store, across replicas with Redis, so an answer POSTed to a replica
 that does not run the handler still reaches it. A channel is named by the session and the
 request id, so a session can only answer its own requests. An answer nobody waits for (a
-request that ended, timed out, or was never sent) is dropped.
+request that ended, timed out, or was never sent) is dropped. The store out of reach, the
+handler gets an `McpError` (reason `store_unavailable`) instead of an answer.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from mcp_asgi.lifecycle.scope import RequestScope
 from mcp_asgi.protocol import jsonrpc
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, JsonObject, McpError, RequestId
 from mcp_asgi.protocol.message import IncomingReply
-from mcp_asgi.store import StateStore
+from mcp_asgi.store import StateStore, StoreUnavailable
 
 REQUEST_TIMEOUT = -32001
 """The code of the error a handler gets when the client did not answer in time (the
@@ -99,13 +100,21 @@ class Outbound:
             "method": method,
             "params": params,
         }
-        async with self._replies.expect(self._session_id, request_id) as answer:
-            if not await request_scope.write(message):
-                await anyio.lowlevel.checkpoint()  # the request was cancelled: raised here
-                raise McpError(INTERNAL_ERROR, f"cannot send {method}: the client is gone")
-            with anyio.move_on_after(self._timeout if self._timeout else float("inf")):
-                reply = await answer()
-                return _result(reply)
+        try:
+            async with self._replies.expect(self._session_id, request_id) as answer:
+                if not await request_scope.write(message):
+                    await anyio.lowlevel.checkpoint()  # the request was cancelled: raised here
+                    raise McpError(INTERNAL_ERROR, f"cannot send {method}: the client is gone")
+                with anyio.move_on_after(self._timeout if self._timeout else float("inf")):
+                    reply = await answer()
+                    return _result(reply)
+        except StoreUnavailable:  # logged once by the store
+            raise McpError(
+                INTERNAL_ERROR,
+                f"cannot send {method}: the shared store (Redis) that carries the client's "
+                "answer cannot be reached; retry shortly",
+                {"reason": "store_unavailable"},
+            ) from None
         cancel = {"requestId": request_id, "reason": "timed out"}
         await request_scope.write(jsonrpc.notification("notifications/cancelled", cancel))
         raise McpError(

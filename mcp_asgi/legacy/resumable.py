@@ -19,10 +19,15 @@ is `events:<session id>:<stream id>`, bounded (`legacy_resume_events`) and expir
 (`events:…:done`) with its last event, so a GET resuming from that event ends at once. A
 stream id starting with `r` is a request's, with `g` a GET stream's (whose log has no end:
 the next GET stream of the session goes on with it).
+
+While the store is out of reach (`StoreUnavailable`), events are still written, without
+ids (and a stream opens without its priming event): the client gets them live, but cannot
+resume from them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -32,7 +37,7 @@ import anyio
 
 from mcp_asgi.http.accept import ResponseMode
 from mcp_asgi.http.reply import ReplyState, ReplyWriter, dump, encode_reply, sse_event
-from mcp_asgi.store import START, StateStore
+from mcp_asgi.store import START, StateStore, StoreUnavailable
 
 Kind = Literal["r", "g"]
 _START: Final = b"s"  # the stream's first entry: its id is the priming event's
@@ -257,7 +262,10 @@ class ResumableWriter(ReplyWriter):
             if self._final:
                 return False
             await self._open_log()
-            event_id = await self._log.append(body, final=final)
+            try:
+                event_id: str | None = await self._log.append(body, final=final)
+            except StoreUnavailable:  # logged once by the store: sent live, not resumable
+                event_id = None
             self._final = final
             if self._live:
                 if await self._write(sse_event(body, event_id), final=final):
@@ -270,7 +278,10 @@ class ResumableWriter(ReplyWriter):
         if self._started_log:
             return
         self._started_log = True
-        first = await self._log.start()
+        try:
+            first = await self._log.start()
+        except StoreUnavailable:
+            return  # no priming event: nothing to resume from
         if self._prime:
             self._preamble = priming(first, self._log.settings.retry_ms)
 
@@ -279,4 +290,5 @@ class ResumableWriter(ReplyWriter):
             async with self._order:
                 if self._started_log and not self._final and self._log.kind == "r":
                     self._final = True
-                    await self._log.end()
+                    with contextlib.suppress(StoreUnavailable):  # a follower then times out
+                        await self._log.end()

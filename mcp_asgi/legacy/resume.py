@@ -9,16 +9,20 @@ rest as it comes, until the request's response.
 
 The request's handler runs wherever it was POSTed; this connection only reads its log, so
 closing it cancels nothing. It ends at the request's response (or the end of a cancelled
-request), when the client goes, or when the session ends here.
+request), when the client goes, when the session ends here, or when the store is out of
+reach (the client resumes again later, from the last event it got).
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import anyio
 from starlette.types import Receive, Send
 
 from mcp_asgi.legacy.resumable import EventLog, ResumableWriter
 from mcp_asgi.legacy.sessions import LegacySession
+from mcp_asgi.store import StoreUnavailable
 
 
 async def serve_resumed(
@@ -49,15 +53,16 @@ async def serve_resumed(
             tg.start_soon(stop_on_disconnect)
             tg.start_soon(stop_on_close)
             if await writer.keepalive():  # the headers, at once
-                async for event_id, body, last in log.follow(after, wait=wait):
-                    if body is None:
-                        ok = await writer.keepalive()
-                    elif last and not body:  # the request ended without a response
-                        break
-                    else:
-                        ok = await writer.replay(event_id, body, final=last)
-                    if not ok or last:
-                        break
+                with contextlib.suppress(StoreUnavailable):  # logged once by the store
+                    async for event_id, body, last in log.follow(after, wait=wait):
+                        if body is None:
+                            ok = await writer.keepalive()
+                        elif last and not body:  # the request ended without a response
+                            break
+                        else:
+                            ok = await writer.replay(event_id, body, final=last)
+                        if not ok or last:
+                            break
             tg.cancel_scope.cancel()
         await writer.end()
     finally:

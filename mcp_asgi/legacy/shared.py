@@ -18,6 +18,12 @@ there: its record lives on until its TTL, and its next request, here or elsewher
 it again (a replica's idle copy may be in use on another replica, so it is not ended
 everywhere). What a session does after `initialize` (its log level, its
 subscriptions) stays with the replica that was told.
+
+The store out of reach (`StoreUnavailable`, logged once by the store): a new session is
+served by this replica only (its record is not written later), a record is not refreshed,
+a cancel or a session's end reaches this replica only; a request naming a session this
+replica does not know gets 503 (the middleware), since its record cannot be read. The
+control channel is listened to again as soon as the store answers.
 """
 
 from __future__ import annotations
@@ -25,8 +31,8 @@ from __future__ import annotations
 import json
 import math
 import secrets
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Final
 
 import anyio
@@ -34,7 +40,7 @@ import anyio
 from mcp_asgi._loggers import sessions_logger as logger
 from mcp_asgi.legacy.sessions import LegacySession, SessionStore
 from mcp_asgi.protocol.jsonrpc import is_request_id
-from mcp_asgi.store import StateStore
+from mcp_asgi.store import StateStore, StoreUnavailable
 
 CONTROL: Final = "sessions:control"
 
@@ -63,7 +69,8 @@ class SharedSessions:
             "clientInfo": session.client_info,
             "principal": session.principal,
         }
-        await self._store.set(_key(session.id), json.dumps(record).encode(), ttl=self._ttl)
+        with _unless_unreachable("a new session is served by this replica only"):
+            await self._store.set(_key(session.id), json.dumps(record).encode(), ttl=self._ttl)
         self._touched_now(session)
 
     async def touch(self, session: LegacySession) -> None:
@@ -75,9 +82,10 @@ class SharedSessions:
         if now - self._touched.get(session.id, -math.inf) < self._ttl / 4:
             return
         self._touched_now(session)
-        data = await self._store.get(_key(session.id))
-        if data is not None:
-            await self._store.set(_key(session.id), data, ttl=self._ttl)
+        with _unless_unreachable("a session record is not refreshed"):
+            data = await self._store.get(_key(session.id))
+            if data is not None:
+                await self._store.set(_key(session.id), data, ttl=self._ttl)
 
     def _touched_now(self, session: LegacySession) -> None:
         touched = self._touched
@@ -112,19 +120,22 @@ class SharedSessions:
     async def cancel(self, session: LegacySession, request_id: object) -> None:
         """Cancel a request of the session on whichever replica runs it."""
         if self.active and is_request_id(request_id):
-            await self._publish("cancel", session, request=request_id)
+            with _unless_unreachable("a cancel is not told to the other replicas"):
+                await self._publish("cancel", session, request=request_id)
 
     async def stream_opened(self, session: LegacySession) -> None:
         """A GET stream of the session opened here: the other replicas end theirs."""
         if self.active:
-            await self._publish("stream", session)
+            with _unless_unreachable("the other replicas' streams of a session stay open"):
+                await self._publish("stream", session)
 
     async def close(self, session: LegacySession) -> None:
         """End the session everywhere: its record goes, every replica ends it."""
         self._touched.pop(session.id, None)
         if self.active:
-            await self._store.delete(_key(session.id))
-            await self._publish("close", session)
+            with _unless_unreachable("a session ends on this replica only"):
+                await self._store.delete(_key(session.id))
+                await self._publish("close", session)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -146,9 +157,11 @@ class SharedSessions:
                 async with self._store.subscribe(CONTROL) as messages:
                     async for data in messages:
                         self._act(data)
-            except Exception as error:  # the store is down: try again shortly
+            except StoreUnavailable:  # logged by the store; it says when to try again
+                logger.debug("session control channel: the store is unreachable")
+            except Exception as error:
                 logger.warning("session control channel lost: %s", type(error).__name__)
-                await anyio.sleep(1.0)
+            await anyio.sleep(0.5)
 
     def _act(self, data: bytes) -> None:
         try:
@@ -179,6 +192,16 @@ class SharedSessions:
     @property
     def _ttl(self) -> float:
         return self._sessions.ttl
+
+
+@contextmanager
+def _unless_unreachable(skipped: str) -> Iterator[None]:
+    """Go on without the store when it is out of reach (its outage is logged once, by the
+    store): `skipped` says what is lost, at DEBUG."""
+    try:
+        yield
+    except StoreUnavailable:
+        logger.debug("store unreachable: %s", skipped)
 
 
 def _key(session_id: str) -> str:

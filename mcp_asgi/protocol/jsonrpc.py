@@ -112,6 +112,19 @@ class ProtocolError(McpError):
         """Response headers to send with the error (e.g. `Retry-After`)."""
 
 
+def store_unavailable(request_id: RequestId | None = None) -> ProtocolError:
+    """503 (`Retry-After: 1`), reason `store_unavailable`: the shared store (Redis) that
+    the request needs cannot be reached now."""
+    return ProtocolError(
+        503,
+        INTERNAL_ERROR,
+        "Service Unavailable: the shared store (Redis) cannot be reached; retry shortly",
+        {"reason": "store_unavailable"},
+        request_id=request_id,
+        headers=[(b"retry-after", b"1")],
+    )
+
+
 class ResourceNotFound(McpError):
     """No resource matches `uri` (`resources/read`): -32602 since 2026-07-28."""
 

@@ -1,8 +1,10 @@
 """The shared-state store: small pieces of state every process and replica can reach.
 
-    base     StateStore (the protocol every store implements), Entry, START
+    base     StateStore (the protocol every store implements), Entry, START,
+             StoreUnavailable (what every operation raises when the store is out of reach)
     memory   MemoryStore: in this process (the default)
     redis    RedisStore: shared through Redis (`pip install 'mcp-asgi[redis]'`)
+    outage   Outage: an unreachable Redis logged once, retried with a capped backoff
     url      store_from_url: the store a URL names
 
 Used by the 2025-era sessions (their records, the event streams they resume from, the
@@ -11,8 +13,15 @@ nothing from the rest of the package: never protocol, lifecycle, server, http, i
 legacy or the middleware.
 """
 
-from mcp_asgi.store.base import START, Entry, StateStore
+from mcp_asgi.store.base import START, Entry, StateStore, StoreUnavailable
 from mcp_asgi.store.memory import MemoryStore
 from mcp_asgi.store.url import store_from_url
 
-__all__ = ["START", "Entry", "MemoryStore", "StateStore", "store_from_url"]
+__all__ = [
+    "START",
+    "Entry",
+    "MemoryStore",
+    "StateStore",
+    "StoreUnavailable",
+    "store_from_url",
+]

@@ -29,6 +29,10 @@ request, reaching the replica whose handler waits for it)::
         async for data in messages: ...
     await store.publish("reply:abc:7", data)                 # to current subscribers only
 
+A store that cannot be reached (Redis down, paused, too slow) raises `StoreUnavailable`
+from any of these, within its timeout: the caller falls back or answers an error, never
+waits longer; `await store.check()` says whether it answers now (a health check).
+
 Values are bytes; what they mean is the caller's. Keys, streams and channels share one
 namespace per store (`prefix`), so name them by owner (`session:`, `events:`, `task:`).
 """
@@ -41,6 +45,11 @@ from typing import Final, NamedTuple, Protocol
 
 START: Final = "0"
 """The position before the first entry of any stream."""
+
+
+class StoreUnavailable(Exception):
+    """The store cannot be reached now (within its timeout, or while it is known to be
+    down): the operation may not have happened. Logged once per outage by the store."""
 
 
 class Entry(NamedTuple):
@@ -98,6 +107,10 @@ class StateStore(Protocol):
     def subscribe(self, channel: str) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
         """The messages published on `channel` while the context is open (subscribed once
         entered, so nothing published after that is missed)."""
+        ...
+
+    async def check(self) -> bool:
+        """Whether the store answers now (a health check; bounded by its timeout)."""
         ...
 
     async def aclose(self) -> None:

@@ -133,6 +133,10 @@ class MemoryStore:
             send.close()
             receive.close()
 
+    async def check(self) -> bool:
+        """Always: this process's memory."""
+        return True
+
     async def aclose(self) -> None:
         """Nothing to release."""
 

@@ -6,15 +6,26 @@ server), streams are Redis Streams (`XADD` with `MAXLEN ~`, `PEXPIRE` after each
 `XREAD BLOCK`), channels are pub/sub. Every name is prefixed (`mcp_asgi:` by default).
 Connections come from one pool; a blocking read or a subscription holds one connection
 while it waits.
+
+Every operation is bounded by `timeout` seconds (a blocking read: its wait, plus that),
+connecting included; one that cannot reach Redis in time raises `StoreUnavailable`. The
+outage is then logged once (`store.outage.Outage`) and, until a probe gets through again
+(a capped backoff, `retry_max`), operations raise it at once instead of waiting.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
-from mcp_asgi.store.base import START, Entry
+import anyio
+
+from mcp_asgi._loggers import redacted_url
+from mcp_asgi.store.base import START, Entry, StoreUnavailable
+from mcp_asgi.store.outage import Outage
+
+T = TypeVar("T")
 
 _SET_IF: Final = """
 local current = redis.call('GET', KEYS[1])
@@ -31,38 +42,62 @@ return 1
 
 
 class RedisStore:
-    """A `StateStore` on the Redis server at `url` (`redis://`, `rediss://`, `unix://`)."""
+    """A `StateStore` on the Redis server at `url` (`redis://`, `rediss://`, `unix://`).
+
+    `timeout`: seconds an operation may take (connecting included) before Redis counts as
+    unreachable; `retry_max`: the longest wait between two attempts while it is.
+    """
 
     shared = True
 
-    def __init__(self, url: str, *, prefix: str = "mcp_asgi:") -> None:
+    def __init__(
+        self, url: str, *, prefix: str = "mcp_asgi:", timeout: float = 2.0, retry_max: float = 5.0
+    ) -> None:
         try:
             import redis.asyncio as aioredis
+            from redis import exceptions as errors
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ImportError("RedisStore needs redis-py: pip install 'mcp-asgi[redis]'") from exc
+        if timeout <= 0 or retry_max <= 0:
+            raise ValueError("timeout and retry_max must be > 0")
         self.url = url
         self.prefix = prefix
-        self._client: Any = aioredis.Redis.from_url(url)
+        self.timeout = timeout
+        """Seconds an operation may take before Redis counts as unreachable."""
+        # no socket timeout: each operation has its own deadline (a blocking read's is
+        # longer); one retry at once, for a pooled connection Redis closed (a restart)
+        self._client: Any = aioredis.Redis.from_url(
+            url, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 1)
+        )
         self._set_if: Any = self._client.register_script(_SET_IF)
+        self._unreachable = (errors.ConnectionError, errors.TimeoutError, OSError)
+        self._outage = Outage(redacted_url(url), initial=min(0.1, retry_max), cap=retry_max)
+
+    @property
+    def reachable(self) -> bool:
+        """Whether the last operation reached Redis (no I/O; `check()` asks it)."""
+        return not self._outage.down
 
     # -- keys --------------------------------------------------------------------------
 
     async def get(self, key: str) -> bytes | None:
-        value: bytes | None = await self._client.get(self.prefix + key)
+        value: bytes | None = await self._call(lambda: self._client.get(self.prefix + key))
         return value
 
     async def set(self, key: str, value: bytes, *, ttl: float | None = None) -> None:
-        await self._client.set(self.prefix + key, value, px=_ms(ttl))
+        await self._call(lambda: self._client.set(self.prefix + key, value, px=_ms(ttl)))
 
     async def set_if(
         self, key: str, value: bytes, *, expected: bytes | None, ttl: float | None = None
     ) -> bool:
         px = _ms(ttl)
         args = ["1" if expected is None else "0", expected or b"", value, "" if px is None else px]
-        return bool(await self._set_if(keys=[self.prefix + key], args=args))
+        return bool(await self._call(lambda: self._set_if(keys=[self.prefix + key], args=args)))
 
     async def delete(self, key: str) -> None:
-        await self._client.delete(self.prefix + key)
+        await self._call(lambda: self._client.delete(self.prefix + key))
 
     # -- streams -----------------------------------------------------------------------
 
@@ -70,11 +105,16 @@ class RedisStore:
         self, stream: str, data: bytes, *, max_len: int, ttl: float | None = None
     ) -> str:
         name = self.prefix + stream
-        async with self._client.pipeline(transaction=True) as pipe:
-            pipe.xadd(name, {"d": data}, maxlen=max(1, max_len), approximate=True)
-            if ttl is not None:
-                pipe.pexpire(name, _ms(ttl))
-            position, *_ = await pipe.execute()
+
+        async def append() -> Any:
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.xadd(name, {"d": data}, maxlen=max(1, max_len), approximate=True)
+                if ttl is not None:
+                    pipe.pexpire(name, _ms(ttl))
+                position, *_ = await pipe.execute()
+                return position
+
+        position = await self._call(append)
         return position.decode() if isinstance(position, bytes) else str(position)
 
     async def read(
@@ -83,7 +123,9 @@ class RedisStore:
         block = int(wait * 1000) if wait > 0 else None
         try:
             streams = {self.prefix + stream: after}
-            found = await self._client.xread(streams, count=limit, block=block)
+            found = await self._call(
+                lambda: self._client.xread(streams, count=limit, block=block), wait=wait
+            )
         except Exception as exc:  # an invalid position given by a client
             if "Invalid stream ID" in str(exc):
                 return []
@@ -98,26 +140,73 @@ class RedisStore:
     # -- channels ----------------------------------------------------------------------
 
     async def publish(self, channel: str, data: bytes) -> None:
-        await self._client.publish(self.prefix + channel, data)
+        await self._call(lambda: self._client.publish(self.prefix + channel, data))
 
     @asynccontextmanager
     async def subscribe(self, channel: str) -> AsyncIterator[AsyncIterator[bytes]]:
         pubsub = self._client.pubsub()
         try:
-            await pubsub.subscribe(self.prefix + channel)
+            await self._call(lambda: self._subscribed(pubsub, self.prefix + channel))
 
             async def messages() -> AsyncIterator[bytes]:
                 while True:
-                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=30)
+                    try:
+                        message = await pubsub.get_message(
+                            ignore_subscribe_messages=True, timeout=30
+                        )
+                    except self._unreachable as error:  # Redis closed the connection
+                        self._outage.failed(error)
+                        raise StoreUnavailable(f"Redis unreachable: {error}") from error
                     if message is not None and message.get("type") == "message":
                         yield message["data"]
 
             yield messages()
         finally:
-            await pubsub.aclose()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(self.timeout):
+                await pubsub.aclose()
+
+    async def _subscribed(self, pubsub: Any, name: str) -> None:
+        """Subscribe, and wait for Redis to confirm it (a paused Redis does not)."""
+        await pubsub.subscribe(name)
+        while True:
+            message = await pubsub.get_message(timeout=self.timeout)
+            if message is None:
+                raise TimeoutError(f"no confirmation of SUBSCRIBE within {self.timeout:g}s")
+            if message.get("type") == "subscribe":
+                return
+
+    # -- health ------------------------------------------------------------------------
+
+    async def check(self) -> bool:
+        try:
+            await self._call(self._client.ping)
+        except StoreUnavailable:
+            return False
+        return True
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        with anyio.move_on_after(self.timeout):
+            await self._client.aclose()
+
+    async def _call(self, operation: Callable[[], Awaitable[T]], *, wait: float = 0.0) -> T:
+        """Run one operation within the timeout (plus `wait`, a blocking read's); while
+        Redis is known to be down, `StoreUnavailable` at once but for a probe now and
+        then. An error Redis answered with (a script error, a refused command) is raised
+        as it is."""
+        if not self._outage.admit():
+            raise StoreUnavailable(f"Redis at {redacted_url(self.url)} is unreachable")
+        try:
+            with anyio.fail_after(self.timeout + wait):
+                result = await operation()
+        except self._unreachable as error:
+            if isinstance(error, TimeoutError) and not str(error):  # our deadline's
+                error = TimeoutError(f"no answer within {self.timeout + wait:g}s")
+            self._outage.failed(error)
+            raise StoreUnavailable(f"Redis unreachable: {error}") from error
+        finally:
+            self._outage.settled()
+        self._outage.succeeded()
+        return result
 
 
 def _ms(ttl: float | None) -> int | None:

@@ -37,10 +37,12 @@ from mcp_asgi.protocol.jsonrpc import (
     MISSING_CLIENT_CAPABILITY,
     JsonObject,
     McpError,
+    store_unavailable,
 )
 from mcp_asgi.protocol.request import TASKS_EXTENSION, McpRequest
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import SERVER_INFO_KEY, McpServer, ResultOptions
+from mcp_asgi.store import StoreUnavailable
 from mcp_asgi.tasks.record import TaskRecord
 from mcp_asgi.tasks.supervisor import TaskSupervisor
 
@@ -78,7 +80,14 @@ class TaskMethods:
     def route(
         self, request: McpRequest, asgi_scope: Scope, *, body: bytes, inputs: Asking | None
     ) -> Method | None:
-        """The method that answers `request` if the extension has a say in it, else None."""
+        """The method that answers `request` if the extension has a say in it, else None;
+        the task store out of reach, it answers 503 (reason `store_unavailable`)."""
+        method = self._route(request, asgi_scope, body=body, inputs=inputs)
+        return None if method is None else _store_errors(method)
+
+    def _route(
+        self, request: McpRequest, asgi_scope: Scope, *, body: bytes, inputs: Asking | None
+    ) -> Method | None:
         method = request.method
         if method == "tools/call":
             # a client that does not declare the extension gets a plain call: the server
@@ -155,14 +164,19 @@ class TaskMethods:
         run.promoted = True
         record = supervisor.new_record(run, _owner(asgi_scope), name)
         with anyio.CancelScope(shield=True):  # once stored, the task is the client's
+            unreachable = False
             try:
                 stored = await supervisor.registry.create(record)
+            except StoreUnavailable:  # logged once by the store
+                stored, unreachable = False, True
             except Exception:
                 logger.exception("could not store a new task")
                 stored = False
             run.mark_stored(record if stored else None)
         if not stored:
             run.cancel(CancelReason.TASK_CANCELLED)
+            if unreachable:
+                raise store_unavailable(request.id)
             raise McpError(INTERNAL_ERROR, "Internal error: the task could not be stored")
         if record.terminal:  # it was done when stored (its work will not store it again)
             supervisor.kept(record, client)
@@ -254,3 +268,16 @@ def _owner(asgi_scope: Scope) -> str | None:
     task id, unguessable, is the only key)."""
     principal = principal_of(asgi_scope)
     return digest(principal) if principal is not None else None
+
+
+def _store_errors(method: Method) -> Method:
+    """`method`, answering 503 while the task store is out of reach (the outage is logged
+    once, by the store)."""
+
+    async def guarded(request: McpRequest, ctx: Context, options: ResultOptions) -> JsonObject:
+        try:
+            return await method(request, ctx, options)
+        except StoreUnavailable:
+            raise store_unavailable(request.id) from None
+
+    return guarded

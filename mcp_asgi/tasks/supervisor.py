@@ -41,6 +41,7 @@ from mcp_asgi.runtime import RequestRuntime, shortest
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import McpServer, ResultOptions
 from mcp_asgi.settings import McpSettings
+from mcp_asgi.store import StoreUnavailable
 from mcp_asgi.tasks.capacity import KeptBytes, server_busy
 from mcp_asgi.tasks.input import TaskInput
 from mcp_asgi.tasks.record import TaskRecord
@@ -286,6 +287,8 @@ class TaskSupervisor:
                 async with self.registry.store.subscribe(worker_channel(self.worker)) as messages:
                     async for data in messages:
                         await self._check(data.decode())
+            except StoreUnavailable:  # logged once by the store
+                pass
             except Exception:
                 logger.warning("task signal channel failed; listening again", exc_info=True)
             await anyio.sleep(1.0)
@@ -297,6 +300,8 @@ class TaskSupervisor:
             for task_id in list(self._runs):
                 try:
                     await self._check(task_id, renew=True)
+                except StoreUnavailable:  # logged once by the store: renewed next time
+                    pass
                 except Exception:
                     logger.warning("could not renew a task's lease", exc_info=True)
 

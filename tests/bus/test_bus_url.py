@@ -78,3 +78,25 @@ def test_settings_are_read_once() -> None:
     middleware = McpMiddleware(host_app(), server=server, settings=settings, path="/other")
     assert middleware.settings.path == "/other"
     assert settings.path == "/mcp"
+
+
+def test_redis_timeout_must_be_shorter_than_the_request_deadline() -> None:
+    """A request would time out before Redis were found unreachable: refused at start-up,
+    naming both settings; without Redis the timeout does not matter."""
+    with pytest.raises(ValueError, match=r"redis_timeout .* max_request_duration"):
+        McpSettings(bus_url=URL, redis_timeout=2.0, max_request_duration=2.0)
+    McpSettings(redis_timeout=2.0, max_request_duration=2.0)
+
+
+async def test_health_is_ok_without_redis_and_degraded_when_it_is_out_of_reach() -> None:
+    """`health()`: all local without `bus_url`; with a Redis nobody listens on, degraded
+    (the store's PING is refused) and the bus not connected; the bus gets the timeouts."""
+    alone = mcp_app(McpServer("health"))
+    assert await alone.health() == {"status": "ok", "store": "local", "bus": "local"}
+    server = McpServer("health")
+    app = mcp_app(server, bus_url=URL, redis_timeout=0.3, redis_retry_max=0.7)
+    report = await app.health()
+    assert report == {"status": "degraded", "store": "unreachable", "bus": "reconnecting"}
+    await lifespan_startup(app)
+    assert isinstance(server.bus, RedisBus)
+    assert server.bus.timeout == 0.3
