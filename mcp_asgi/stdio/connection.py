@@ -27,7 +27,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import anyio
-from pydantic_core import from_json
 from starlette.types import Message
 
 from mcp_asgi._loggers import stdio_logger as logger
@@ -51,7 +50,7 @@ from mcp_asgi.protocol.jsonrpc import (
     ResourceNotFound,
     is_request_id,
 )
-from mcp_asgi.protocol.message import IncomingMessage, parse_message
+from mcp_asgi.protocol.message import IncomingMessage, load, parse_message
 from mcp_asgi.protocol.request import META_PREFIX, McpRequest
 from mcp_asgi.protocol.validate import validate
 from mcp_asgi.server.context import Context
@@ -148,9 +147,11 @@ class StdioConnection:
 
     async def _on_line(self, line: bytes, requests: anyio.abc.TaskGroup) -> None:
         try:
-            message = parse_message(line)
+            message = parse_message(line, self._settings.max_json_values)
         except ProtocolError as error:
-            if not _is_response(line):  # we send no requests: a response answers nothing
+            if not _is_response(
+                line, self._settings.max_json_values
+            ):  # we send no requests: a response answers nothing
                 await self._reply(error.request_id, error)
             return
         if message.is_notification:
@@ -314,9 +315,9 @@ class StdioConnection:
                     await self._out.write(dump(message))
 
 
-def _is_response(line: bytes) -> bool:
+def _is_response(line: bytes, max_values: int) -> bool:
     try:
-        data = from_json(line)
+        data = load(line, max_values)
     except ValueError:
         return False
     return isinstance(data, dict) and "method" not in data and ("result" in data or "error" in data)

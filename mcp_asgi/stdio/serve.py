@@ -45,9 +45,10 @@ async def serve_stdio(
 
     The settings a stdio server reads: `max_request_duration`, `cancel_grace`,
     `keepalive_interval` (how often a request notices a closed stdin), `max_body_bytes`
-    (the longest line), `progress_min_interval`, `process_kill_grace`, `record_arguments`,
-    `page_size`, `list_ttl_ms`, `cache_scope`, `request_state_key`/`_ttl` and
-    `listen_max_duration`. HTTP settings (path, origins, authorization) do not apply.
+    (the longest line), `max_json_values` (the most values on a line),
+    `progress_min_interval`, `process_kill_grace`, `record_arguments`, `page_size`,
+    `list_ttl_ms`, `cache_scope`, `request_state_key`/`_ttl` and `listen_max_duration`.
+    HTTP settings (path, origins, authorization) do not apply.
     """
     if not isinstance(server, McpServer):
         raise TypeError("server must be an McpServer")
