@@ -146,12 +146,11 @@ class StdioConnection:
     # -- one line ----------------------------------------------------------------------
 
     async def _on_line(self, line: bytes, requests: anyio.abc.TaskGroup) -> None:
+        max_values = self._settings.max_json_values
         try:
-            message = parse_message(line, self._settings.max_json_values)
+            message = parse_message(line, max_values)
         except ProtocolError as error:
-            if not _is_response(
-                line, self._settings.max_json_values
-            ):  # we send no requests: a response answers nothing
+            if not _is_response(line, max_values):  # we send no requests: it answers nothing
                 await self._reply(error.request_id, error)
             return
         if message.is_notification:
