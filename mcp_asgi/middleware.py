@@ -357,7 +357,7 @@ class McpMiddleware:
                     INVALID_REQUEST,
                     "Not Acceptable: Accept must admit application/json or text/event-stream",
                 )
-            incoming = parse_post(body)
+            incoming = parse_post(body, self.settings.max_json_values)
             if isinstance(incoming, IncomingReply):  # a 2025-era client's answer
                 if legacy is None or header(asgi_scope, b"mcp-session-id") is None:
                     raise ProtocolError(
@@ -385,7 +385,11 @@ class McpMiddleware:
             headers = [(b"allow", b"POST")] if error.http_status == 405 else error.headers
             if isinstance(error, AuthError):
                 self._telemetry.auth_failed(error.reason)
-            request_id = error.request_id if error.request_id is not None else peek_id(body)
+            request_id = (
+                error.request_id
+                if error.request_id is not None
+                else peek_id(body, self.settings.max_json_values)
+            )
             reply = dump(jsonrpc.error_response(request_id, error))
             await send_json(send, error.http_status, reply, headers)
         except ClientGone:

@@ -35,6 +35,13 @@ class McpSettings(BaseSettings):
         description="Origins allowed besides the request's own host; '*' allows any.",
     )
     max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0, description="Largest request body.")
+    max_json_values: int = Field(
+        default=100_000,
+        gt=0,
+        description="Most JSON values (object keys included) in a request body or stdio "
+        "line (413 above): a request's parsed objects take at most 4 bytes per body byte "
+        "plus 100 bytes per value.",
+    )
     response_mode: ResponseMode = Field(
         default="auto", description="'auto' answers JSON unless the handler streams or is slow."
     )
@@ -101,17 +108,20 @@ class McpSettings(BaseSettings):
     max_client_info_bytes: int = Field(
         default=64 * 1024,
         gt=0,
-        description="Largest JSON size of initialize's capabilities plus clientInfo that a "
-        "2025-era session stores (400 above); at most max_session_bytes.",
+        description="Most memory initialize's capabilities plus clientInfo may take in a "
+        "2025-era session (400 above; at most max_session_bytes), counted as at most what "
+        "their parsed objects take: 4 bytes per byte of their compact JSON plus 100 bytes "
+        "per JSON value.",
     )
     max_subscriptions: int = Field(
         default=1000, gt=0, description="Most resources/subscribe URIs per 2025-era session."
     )
     max_session_bytes: int = Field(
-        default=1024 * 1024,
+        default=256 * 1024,
         gt=0,
-        description="Most bytes a 2025-era session stores (client info and subscribed URIs, "
-        "as JSON/UTF-8 sizes); a subscribe beyond it is refused.",
+        description="Most memory a 2025-era session stores: its client info (counted as in "
+        "max_client_info_bytes) and subscribed URIs (each its str plus 100 bytes); a "
+        "subscribe beyond it is refused.",
     )
     legacy_disconnect_cancels: bool = Field(
         default=True,

@@ -61,7 +61,7 @@ from mcp_asgi.protocol.jsonrpc import (
 )
 from mcp_asgi.protocol.message import IncomingMessage, IncomingReply
 from mcp_asgi.protocol.request import McpRequest
-from mcp_asgi.protocol.sizes import json_size
+from mcp_asgi.protocol.sizes import json_held
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import McpServer
 from mcp_asgi.settings import McpSettings
@@ -288,17 +288,16 @@ class LegacyEndpoint:
                 request_id=message.id,
             )
         client_info = client_info if isinstance(client_info, dict) else None
-        info_bytes = len(body)  # what is stored is smaller than the body: measured only above
+        info_bytes = json_held(capabilities, client_info)  # kept parsed: their memory
         if info_bytes > self._max_info:
-            info_bytes = json_size(capabilities) + json_size(client_info)
-            if info_bytes > self._max_info:
-                raise ProtocolError(
-                    400,
-                    INVALID_PARAMS,
-                    f"Invalid params: capabilities and clientInfo exceed {self._max_info} bytes",
-                    {"reason": "session_limit", "limit": self._max_info},
-                    request_id=message.id,
-                )
+            raise ProtocolError(
+                400,
+                INVALID_PARAMS,
+                f"Invalid params: capabilities and clientInfo take more than {self._max_info} "
+                "bytes",
+                {"reason": "session_limit", "limit": self._max_info},
+                request_id=message.id,
+            )
         hold = self._limits.hold("sessions", self._limits.key(asgi_scope))  # 429
         session = self.sessions.create(
             protocol_version=negotiate_version(params["protocolVersion"]),

@@ -13,8 +13,9 @@ Bounds, so that no client can hold memory or lock others out:
   recently used fresh one, else the least recently used of the others, which ends as if
   it had expired. A full table with none idle refuses `initialize` at once (O(1): the
   idle ones are kept in order);
-- what a session stores is accounted in bytes (`stored_bytes`: the client info's JSON
-  size, each subscribed URI's length plus `URI_OVERHEAD`), at most `max_bytes`, and it
+- what a session stores is accounted in bytes of memory (`stored_bytes`: at most what the
+  client info's objects take, `sizes.json_held`, and each subscribed URI's `uri_cost`),
+  at most `max_bytes`, and it
   holds at most `max_subscriptions` URIs. Ending a session (DELETE, expiry,
 shutdown) cancels its requests still in flight with `session_closed` and ends its GET
 stream; its id is then unknown, which clients are told with 404.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import math
 import secrets
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
@@ -46,7 +48,7 @@ from mcp_asgi.protocol.request import McpRequest
 
 Release = Callable[[], None]
 URI_OVERHEAD: Final = 100
-"""Bytes accounted for each subscribed URI besides its length (the set entry, the object)."""
+"""Bytes accounted for each subscribed URI besides its `str` (its entry in the set)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +56,7 @@ class SessionBounds:
     """What one session may store."""
 
     max_subscriptions: int = 1000
-    max_bytes: int = 1024 * 1024
+    max_bytes: int = 256 * 1024
 
 
 class StreamTurn:
@@ -146,7 +148,7 @@ class LegacySession:
         """Add a subscription; `McpError` (-32602) past `max_subscriptions` or `max_bytes`."""
         if uri in self.subscriptions:
             return
-        cost = len(uri.encode()) + URI_OVERHEAD
+        cost = uri_cost(uri)
         bounds = self._bounds
         if len(self.subscriptions) >= bounds.max_subscriptions:
             raise _full(f"at most {bounds.max_subscriptions} subscriptions per session")
@@ -158,7 +160,7 @@ class LegacySession:
     def unsubscribe(self, uri: str) -> None:
         if uri in self.subscriptions:
             self.subscriptions.discard(uri)
-            self.stored_bytes -= len(uri.encode()) + URI_OVERHEAD
+            self.stored_bytes -= uri_cost(uri)
 
     def expired(self, ttl: float) -> bool:
         """Whether the session has gone unused for `ttl` seconds."""
@@ -383,6 +385,12 @@ class SessionStore:
             self.close(session)
         if expired:
             logger.debug("%d idle sessions expired", len(expired))
+
+
+def uri_cost(uri: str) -> int:
+    """The bytes a subscribed URI is accounted: its `str` (4 bytes a character with an
+    emoji in it), and `URI_OVERHEAD`."""
+    return sys.getsizeof(uri) + URI_OVERHEAD
 
 
 def _full(detail: str) -> McpError:

@@ -40,6 +40,7 @@ import anyio
 from mcp_asgi._loggers import sessions_logger as logger
 from mcp_asgi.legacy.sessions import LegacySession, SessionStore
 from mcp_asgi.protocol.jsonrpc import is_request_id
+from mcp_asgi.protocol.sizes import json_held
 from mcp_asgi.store import StateStore, StoreUnavailable
 
 CONTROL: Final = "sessions:control"
@@ -103,11 +104,13 @@ class SharedSessions:
         record = json.loads(data)
         found = self._sessions.get(session_id, principal)  # adopted meanwhile
         if found is None:
+            capabilities, client_info = record.get("capabilities") or {}, record.get("clientInfo")
             found = self._sessions.create(
                 protocol_version=record["version"],
-                capabilities=record.get("capabilities") or {},
-                client_info=record.get("clientInfo"),
+                capabilities=capabilities,
+                client_info=client_info,
                 principal=record.get("principal"),
+                info_bytes=json_held(capabilities, client_info),
                 session_id=session_id,
             )
             if found is None:

@@ -18,14 +18,23 @@ from mcp_asgi.protocol.jsonrpc import (
     RequestId,
     is_request_id,
 )
+from mcp_asgi.protocol.sizes import json_values
 
 _UTF8_BOM: Final = b"\xef\xbb\xbf"
-# where a float may overflow to infinity: an exponent, or 309 digits in a row
-_NUMBER_SHAPE: Final = bytes(
-    ord("0") if chr(i).isdigit() and i < 128 else ord("e") if chr(i) in "eE" else ord(" ")
+# where a float may overflow to infinity (an exponent, or 309 digits in a row), and where a
+# value begins ([, {, comma or colon)
+_SHAPE: Final = bytes(
+    ord("0")
+    if chr(i).isdigit() and i < 128
+    else ord("e")
+    if chr(i) in "eE"
+    else ord(",")
+    if chr(i) in "[{,:"
+    else ord(" ")
     for i in range(256)
 )
-"""`bytes.translate` table: a digit becomes 0, e or E becomes e, anything else a space."""
+"""`bytes.translate` table: a digit becomes 0, e or E becomes e, `[`, `{` and `:` become
+commas, anything else a space."""
 _LONGEST_DOUBLE: Final = b"0" * 309  # more digits than a double's 1.8e308 has
 
 
@@ -51,19 +60,25 @@ class IncomingReply:
     """The error (`code`, `message`, `data`), or None."""
 
 
-def parse_message(body: bytes) -> IncomingMessage:
-    """Parse the body as exactly one JSON-RPC request or notification."""
-    message = parse_post(body)
+def parse_message(body: bytes, max_values: int) -> IncomingMessage:
+    """Parse the body as exactly one JSON-RPC request or notification, of at most
+    `max_values` JSON values (`load`)."""
+    message = parse_post(body, max_values)
     if isinstance(message, IncomingReply):
         raise _invalid(message.id, "clients must not POST JSON-RPC responses")
     return message
 
 
-def parse_post(body: bytes) -> IncomingMessage | IncomingReply:
+def parse_post(body: bytes, max_values: int) -> IncomingMessage | IncomingReply:
     """Parse the body as exactly one JSON-RPC request, notification or response (responses
-    are for 2025-era sessions only: the caller refuses them elsewhere)."""
+    are for 2025-era sessions only: the caller refuses them elsewhere), of at most
+    `max_values` JSON values (`load`: 413 above)."""
     try:
-        data = _load(body)
+        data = load(body, max_values)
+    except TooManyValues:
+        raise ProtocolError(
+            413, INVALID_REQUEST, f"Request body holds more than {max_values} JSON values"
+        ) from None
     except ValueError:
         raise ProtocolError(400, PARSE_ERROR, "Parse error: body is not valid JSON") from None
     if isinstance(data, list):
@@ -88,12 +103,12 @@ def parse_post(body: bytes) -> IncomingMessage | IncomingReply:
     )
 
 
-def peek_id(body: bytes | None) -> RequestId | None:
+def peek_id(body: bytes | None, max_values: int) -> RequestId | None:
     """The request id, if `body` is a JSON object with a valid one (for error replies)."""
     if not body:
         return None
     try:
-        data = _load(body)
+        data = load(body, max_values)
     except ValueError:
         return None
     if not isinstance(data, dict):
@@ -102,25 +117,35 @@ def peek_id(body: bytes | None) -> RequestId | None:
     return value if is_request_id(value) else None
 
 
-def _load(body: bytes) -> Any:
+class TooManyValues(ValueError):
+    """The JSON text holds more values than allowed."""
+
+
+def load(body: bytes, max_values: int) -> Any:
     """Parse JSON text: UTF-8 only, as RFC 8259 requires between systems, and a leading
     byte order mark ignored, as it allows. `NaN`, `Infinity` and `-Infinity` are not JSON,
     and a number too large for a double (`1e999`) is refused rather than read as infinity.
-    Raises `ValueError`."""
+    Text of more than `max_values` values (`sizes.json_values`, keys included) is refused
+    before it is parsed: what its objects take is then bounded by `sizes.held_bytes`.
+    Raises `ValueError` (`TooManyValues`)."""
     if body.startswith(_UTF8_BOM):
         body = body[len(_UTF8_BOM) :]
+    # one translate and two substring searches, in C (a regular expression took 6 µs):
+    # an exponent or 309 digits (in a string too) has the parsed value walked for an
+    # infinity. Each value starts at a byte of its own, so only a body of max_values
+    # bytes or more counts them (a count loops over every byte: 2,000 instructions for a
+    # 250-byte call): exactly outside strings, and strings are set apart above the limit
+    shape = body.translate(_SHAPE)
+    if (
+        len(body) >= max_values
+        and shape.count(b",") >= max_values
+        and json_values(body, max_values) > max_values
+    ):
+        raise TooManyValues(f"more than {max_values} values")
     data = from_json(body, allow_inf_nan=False)
-    if _may_overflow(body) and not _finite(data):
+    if (b"0e" in shape or _LONGEST_DOUBLE in shape) and not _finite(data):
         raise ValueError("a number is out of range")
     return data
-
-
-def _may_overflow(body: bytes) -> bool:
-    """Whether the text may hold a number too large for a double: a digit followed by an
-    exponent, or 309 digits in a row (in a string too: then the parsed value is walked).
-    One `translate` and two substring searches, in C: a regular expression took 6 µs."""
-    shape = body.translate(_NUMBER_SHAPE)
-    return b"0e" in shape or _LONGEST_DOUBLE in shape
 
 
 def _finite(value: Any) -> bool:

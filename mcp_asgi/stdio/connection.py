@@ -32,7 +32,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import anyio
-from pydantic_core import from_json
 from starlette.types import Message
 
 from mcp_asgi._loggers import stdio_logger as logger
@@ -55,7 +54,7 @@ from mcp_asgi.protocol.jsonrpc import (
     ResourceNotFound,
     is_request_id,
 )
-from mcp_asgi.protocol.message import IncomingMessage, parse_message
+from mcp_asgi.protocol.message import IncomingMessage, load, parse_message
 from mcp_asgi.protocol.request import META_PREFIX, McpRequest
 from mcp_asgi.protocol.validate import validate
 from mcp_asgi.runtime import RequestRuntime, input_rounds, result_options
@@ -166,10 +165,11 @@ class StdioConnection:
     # -- one line ----------------------------------------------------------------------
 
     async def _on_line(self, line: bytes, requests: anyio.abc.TaskGroup) -> None:
+        max_values = self._settings.max_json_values
         try:
-            message = parse_message(line)
+            message = parse_message(line, max_values)
         except ProtocolError as error:
-            if not _is_response(line):  # we send no requests: a response answers nothing
+            if not _is_response(line, max_values):  # we send no requests: it answers nothing
                 await self._reply(error.request_id, error)
             return
         if message.is_notification:
@@ -315,9 +315,9 @@ class StdioConnection:
                     await self._out.write(dump(message))
 
 
-def _is_response(line: bytes) -> bool:
+def _is_response(line: bytes, max_values: int) -> bool:
     try:
-        data = from_json(line)
+        data = load(line, max_values)
     except ValueError:
         return False
     return isinstance(data, dict) and "method" not in data and ("result" in data or "error" in data)

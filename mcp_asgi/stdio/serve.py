@@ -46,7 +46,9 @@ async def serve_stdio(
     requests run at once: no further line is taken from stdin meanwhile.
 
     The settings a stdio server reads: `stdio_max_in_flight`, `max_request_duration`,
-    `cancel_grace`, `keepalive_interval`, `max_body_bytes` (the longest line),
+    `cancel_grace`, `keepalive_interval` (how often a request notices a closed stdin),
+    `max_body_bytes` (the longest line), `max_json_values` (the most values on a line),
+    `max_threads`,
     `progress_min_interval`, `process_kill_grace`, `record_arguments`, `page_size`,
     `list_ttl_ms`, `cache_scope`, `request_state_key`/`_ttl` and `listen_max_duration`.
     HTTP settings (path, origins, authorization) do not apply.

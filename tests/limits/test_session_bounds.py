@@ -3,6 +3,7 @@ memory measured in-process with tracemalloc)."""
 
 from __future__ import annotations
 
+import sys
 import tracemalloc
 from typing import Any
 
@@ -39,12 +40,12 @@ async def initialize(client: LegacyClient, capabilities: dict[str, Any]) -> McpR
 
 
 async def test_oversized_client_info_is_refused() -> None:
-    """initialize with 3.9 MB of capabilities is 400 -32602 (session_limit), and no
+    """initialize with 200 KB of capabilities is 400 -32602 (session_limit), and no
     session is held."""
     app = legacy_app(Probe(), **UNLIMITED)
     with serve(app) as live:
         client = LegacyClient(live.url + "/mcp")
-        response = await initialize(client, capabilities_of(3_900_000))
+        response = await initialize(client, capabilities_of(200_000))
         assert app._legacy is not None
         assert len(app._legacy.sessions) == 0
     assert response.status == 400
@@ -54,8 +55,8 @@ async def test_oversized_client_info_is_refused() -> None:
 
 async def test_session_memory_stays_under_its_bound() -> None:
     """10 sessions with the largest client info allowed, each then subscribed up to its
-    byte bound: the process grows by less than 10 x (3 x max_session_bytes), the bound
-    docs/deployment.md gives; subscriptions past the bounds are refused in-band."""
+    byte bound: the process grows by less than 10 x (max_session_bytes + 64 KiB), the
+    bound docs/deployment.md gives; subscriptions past the bounds are refused in-band."""
     max_bytes = 256 * 1024
     app = legacy_app(Probe(), max_session_bytes=max_bytes, **UNLIMITED)
     with serve(app) as live:
@@ -64,7 +65,7 @@ async def test_session_memory_stays_under_its_bound() -> None:
             before = tracemalloc.get_traced_memory()[0]
             for n in range(10):
                 client = LegacyClient(live.url + "/mcp")
-                assert (await initialize(client, capabilities_of(60_000))).status == 200
+                assert (await initialize(client, capabilities_of(4_000))).status == 200
                 refused = None
                 for m in range(1_000):
                     response = await client.call(
@@ -83,7 +84,7 @@ async def test_session_memory_stays_under_its_bound() -> None:
         sessions = list(app._legacy.sessions)
     assert len(sessions) == 10
     assert all(s.stored_bytes <= max_bytes for s in sessions)
-    assert grown < 10 * 3 * max_bytes, grown
+    assert grown < 10 * (max_bytes + 64 * 1024), grown
 
 
 async def test_subscriptions_are_capped_per_session() -> None:
@@ -276,7 +277,8 @@ def test_fresh_sessions_expire_after_the_idle_ttl() -> None:
 
 
 def test_stored_bytes_follow_subscriptions() -> None:
-    """Each URI costs its length plus URI_OVERHEAD; unsubscribing gives it back."""
+    """Each URI costs its str plus URI_OVERHEAD (4 bytes a character next to an emoji);
+    unsubscribing gives it back."""
     store = SessionStore(ttl=10, max_sessions=1, bounds=SessionBounds(max_bytes=10_000))
     session = store.create(
         protocol_version=LATEST, capabilities={}, client_info=None, info_bytes=500
@@ -284,8 +286,11 @@ def test_stored_bytes_follow_subscriptions() -> None:
     assert session is not None
     session.subscribe("a://1")
     session.subscribe("a://1")
-    assert session.stored_bytes == 500 + 5 + URI_OVERHEAD
+    assert session.stored_bytes == 500 + sys.getsizeof("a://1") + URI_OVERHEAD
+    session.subscribe("a://\U0001f600" + "x" * 1000)
+    assert session.stored_bytes > 500 + 4 * 1000 + 2 * URI_OVERHEAD
     session.unsubscribe("a://1")
+    session.unsubscribe("a://\U0001f600" + "x" * 1000)
     assert session.stored_bytes == 500
 
 

@@ -74,13 +74,20 @@ async def test_shutdown_answers_what_is_in_flight(tmp_path: Path) -> None:
 
 
 async def test_errors_are_lines_never_tracebacks(tmp_path: Path) -> None:
-    """A line that is not JSON, a request without `_meta`, an id already in flight and an
-    unknown method are each answered with a JSON-RPC error; a response sent to the server
-    (it sends no requests) is ignored; a stray print() goes to stderr, not the protocol."""
+    """A line that is not JSON, one of more than max_json_values values (not parsed), a
+    request without `_meta`, an id already in flight and an unknown method are each
+    answered with a JSON-RPC error; a response sent to the server (it sends no requests)
+    is ignored; a stray print() goes to stderr, not the protocol."""
     probe = tmp_path / "probe"
     async with stdio_server(probe) as pipe:
         await pipe.send(b"this is not json")
         assert (await pipe.receive())["error"]["code"] == -32700
+        await pipe.send(call(1, "echo", text="x", junk=[{}] * 100_000))
+        too_many = (await pipe.receive())["error"]
+        assert (too_many["code"], too_many["message"]) == (
+            -32600,
+            "Request body holds more than 100000 JSON values",
+        )
         await pipe.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
         assert (await pipe.until_reply(2))["error"]["code"] == -32602
         await pipe.send(call(3, "wait", label="three"))
