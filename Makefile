@@ -1,5 +1,5 @@
 # `make run` needs only Python 3 and make (the first target run creates .venv); `make test`
-# also installs npm packages, redis-server and prometheus (apt-get) and Arize Phoenix (README.md).
+# also installs npm packages, redis-server, prometheus and haproxy (apt-get) and Arize Phoenix (README.md).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -51,8 +51,9 @@ docs: $(STAMP)  ## the documentation site with the API reference, into site/ (no
 docs-strict: $(STAMP)  ## the same build, failing on any warning (a broken link, a reference to a moved name)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-test-deps:  ## system packages the tests need: redis-server (the Redis bus tests), prometheus (tests/backends)
+test-deps:  ## system packages the tests need: redis-server (the Redis bus tests), prometheus (tests/backends), haproxy (tests/fleet)
 	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
+	command -v haproxy >/dev/null || test -x /usr/sbin/haproxy || (apt-get update && apt-get install -y haproxy)
 	command -v prometheus >/dev/null || (apt-get update && apt-get install -y prometheus)
 
 # Arize Phoenix, the trace backend of tests/backends, in a venv of its own (its pins must

@@ -526,9 +526,11 @@ class Worker:
         channel: str,
         app: str = "tests.redis_app:app",
         settings: Mapping[str, str] | None = None,
+        port: int | None = None,
     ) -> None:
-        """`settings`: more MCP_* environment variables for the worker."""
-        self.port = free_port()
+        """`settings`: more MCP_* environment variables for the worker; `port`: the one to
+        listen on (a free one by default; a restarted replica takes its old one again)."""
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, MCP_BUS_URL=redis_url, MCP_BUS_CHANNEL=channel, **(settings or {}))
         self._process = subprocess.Popen(
@@ -553,7 +555,12 @@ class Worker:
             cwd=ROOT,
             env=env,
         )
-        wait_ready(self.healthy, f"worker on port {self.port}")
+        try:  # generous: on a loaded machine the imports alone can take seconds
+            wait_ready(self.healthy, f"worker on port {self.port}", timeout=60)
+        except BaseException:
+            self._process.kill()
+            self._process.wait(10)
+            raise
 
     def healthy(self) -> bool:
         assert self._process.poll() is None, "worker exited"
