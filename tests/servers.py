@@ -562,6 +562,10 @@ class Worker:
             self._process.wait(10)
             raise
 
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
     def healthy(self) -> bool:
         assert self._process.poll() is None, "worker exited"
         return httpx.get(self.url + "/", timeout=1).status_code == 200

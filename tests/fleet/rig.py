@@ -55,6 +55,7 @@ class Restart:
     """One replica's restart, on the test's clock (time.time())."""
 
     name: str
+    pid: int
     signalled: float
     exited: float = 0.0
     back: float = 0.0
@@ -121,7 +122,7 @@ class Fleet:
         """Restart the replicas one by one: SIGTERM, wait for the exit (the drain), start on
         the same port, wait until HAProxy has it UP again before the next one."""
         for i, old in enumerate(self.replicas):
-            restart = Restart(f"r{i}", time.time())
+            restart = Restart(f"r{i}", old.pid, time.time())
             self.restarts.append(restart)
             old.stop()
             restart.exited = time.time()
@@ -136,11 +137,12 @@ class Fleet:
         for worker in self.replicas:
             worker.stop()
 
-    def spans(self) -> list[dict[str, Any]]:
-        """Every span every replica process exported."""
+    def spans(self, pid: int | None = None) -> list[dict[str, Any]]:
+        """Every span the replica process `pid` exported (default: every process)."""
+        pattern = "*.jsonl" if pid is None else f"{pid}.jsonl"
         return [
             json.loads(line)
-            for path in sorted(self.spans_dir.glob("*.jsonl"))
+            for path in sorted(self.spans_dir.glob(pattern))
             for line in path.read_text().splitlines()
             if line
         ]
