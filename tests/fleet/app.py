@@ -61,7 +61,7 @@ def _spans() -> TracerProvider | None:
     out = (Path(folder) / f"{os.getpid()}.jsonl").open("a", buffering=1)
 
     def line(span: ReadableSpan) -> str:
-        return span.to_json(indent=None) + "\n"
+        return str(span.to_json(indent=None)) + "\n"
 
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=out, formatter=line)))
@@ -69,7 +69,13 @@ def _spans() -> TracerProvider | None:
 
 
 app = McpMiddleware(
-    Starlette(routes=[Route("/", health), Route("/health", health), Route("/notify", notify, methods=["POST"])]),
+    Starlette(
+        routes=[
+            Route("/", health),
+            Route("/health", health),
+            Route("/notify", notify, methods=["POST"]),
+        ]
+    ),
     server=server,
     tracer_provider=_spans(),
 )

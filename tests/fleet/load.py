@@ -11,6 +11,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anyio
@@ -61,19 +62,19 @@ class Tally:
 
 def kind(error: BaseException) -> str:
     """The outcome an exception from an SDK call stands for."""
-    if isinstance(error, MCPError) and error.code == -32603:
-        if isinstance(error.data, dict) and error.data.get("reason") == "server_shutdown":
-            return "server_shutdown"
+    data = error.data if isinstance(error, MCPError) else None
+    if isinstance(data, dict) and data.get("reason") == "server_shutdown":
+        return "server_shutdown" if getattr(error, "code", None) == -32603 else f"other: {data}"
     if isinstance(error, httpx.HTTPStatusError):
         response = error.response
         if response.status_code == 503 and "retry-after" in response.headers:
             return "unavailable"
+    if isinstance(error, MCPError):
+        return f"other: MCPError {error.code}: {error} {error.data}"
     return f"other: {type(error).__name__}: {error}"
 
 
-async def call(
-    tally: Tally, client: str, what: str, attempt: Callable[[], Awaitable[Any]]
-) -> None:
+async def call(tally: Tally, client: str, what: str, attempt: Callable[[], Awaitable[Any]]) -> None:
     """One logical call: `attempt()` until it succeeds, fails for good, or ATTEMPTS ran."""
     outcomes: list[str] = []
     started = time.time()
@@ -101,22 +102,17 @@ async def sdk_calls(url: str, mode: str, name: str, tally: Tally, stop: anyio.Ev
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         tally.progress += 1
 
-    async with Client(url + "/mcp", mode=mode, cache=None) as client:  # type: ignore[arg-type]
+    async with Client(url + "/mcp", mode=mode, cache=None) as client:
         n = 0
         while not stop.is_set():
             n += 1
             steps, delay = (10, 0.25) if n % 4 == 0 else (3, 0.05)
             what = "paced-long" if n % 4 == 0 else "paced"
-            echo = {"text": f"{name}-{n}"}
-            await call(tally, name, "echo", lambda: client.call_tool("echo", echo))
-            await call(
-                tally,
-                name,
-                what,
-                lambda: client.call_tool(
-                    "paced", {"steps": steps, "delay": delay}, progress_callback=on_progress
-                ),
-            )
+            echo = partial(client.call_tool, "echo", {"text": f"{name}-{n}"})
+            await call(tally, name, "echo", echo)
+            arguments = {"steps": steps, "delay": delay}
+            paced = partial(client.call_tool, "paced", arguments, progress_callback=on_progress)
+            await call(tally, name, what, paced)
 
 
 async def listener(url: str, tally: Tally, stop: anyio.Event) -> None:
@@ -161,7 +157,7 @@ async def tasks(url: str, tally: Tally, stop: anyio.Event) -> None:
         while True:
             task: dict[str, Any] = {}
 
-            async def get() -> None:
+            async def get(task_id: str = task_id, task: dict[str, Any] = task) -> None:
                 response = await mcp.request("tasks/get", {"taskId": task_id})
                 task.update(_result(response.status, response.headers, response.final))
 

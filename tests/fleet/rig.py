@@ -19,14 +19,18 @@ from ..servers import RedisServer, Worker, free_port, wait_ready
 
 APP = "tests.fleet.app:app"
 REPLICAS = 3
+CHANNEL = "mcp_asgi:fleet"
 
 HAPROXY_CONFIG = """\
 global
     maxconn 2000
+    log stdout format raw local0 info
     stats socket {socket} mode 600 level admin
 
 defaults
     mode http
+    log global
+    option httplog
     timeout connect 1s
     timeout client 60s
     timeout server 60s
@@ -45,7 +49,11 @@ backend replicas
     balance roundrobin
     option httpchk GET /health
     http-check expect status 200
-    default-server inter 100ms fall 1 rise 2
+    # a replica draining refuses connections at once (uvicorn closes its socket on
+    # SIGTERM): those requests are redispatched, and two failed checks take it out; a
+    # live replica slow to answer on a loaded machine is not taken out for that
+    timeout check 5s
+    default-server inter 300ms fall 2 rise 2
 {servers}
 """
 
@@ -99,13 +107,19 @@ class Fleet:
             HAPROXY_CONFIG.format(socket=self._socket, port=self.port, servers=servers)
         )
         subprocess.run([self.haproxy, "-c", "-q", "-f", str(config)], check=True)
-        self._balancer = subprocess.Popen([self.haproxy, "-db", "-f", str(config)])
+        with (self.workdir / "haproxy.log").open("ab") as log:  # the child keeps its copy
+            self._balancer = subprocess.Popen(
+                [self.haproxy, "-db", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT
+            )
         for i in range(REPLICAS):
-            wait_ready(lambda i=i: self.status(f"r{i}") == "UP", f"r{i} up in HAProxy")
+            self._until_up(i)
 
     def _replica(self, port: int | None = None) -> Worker:
         settings = {**self.settings, "FLEET_SPANS": str(self.spans_dir)}
-        return Worker(self.redis.url, "mcp_asgi:fleet", app=APP, settings=settings, port=port)
+        return Worker(self.redis.url, CHANNEL, app=APP, settings=settings, port=port)
+
+    def _until_up(self, i: int) -> None:
+        wait_ready(lambda: self.status(f"r{i}") == "UP", f"r{i} UP in HAProxy", timeout=60)
 
     def status(self, name: str) -> str:
         """The replica's state as HAProxy sees it (UP, DOWN, ...), from its stats socket."""
@@ -127,7 +141,7 @@ class Fleet:
             old.stop()
             restart.exited = time.time()
             self.replicas[i] = self._replica(old.port)
-            wait_ready(lambda i=i: self.status(f"r{i}") == "UP", f"r{i} back in HAProxy")
+            self._until_up(i)
             restart.back = time.time()
 
     def stop(self) -> None:

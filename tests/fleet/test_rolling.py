@@ -18,15 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 
 from mcp_asgi.testing import McpTestClient
 
+from ..helpers import eventually, trigger
 from ..servers import MODERN
 from ..tasks.apps import TASKS
 from .load import Call, Tally, listener, sdk_calls, tasks
-from .rig import Fleet
+from .rig import CHANNEL, Fleet
 
 NODE_DIR = Path(__file__).parent.parent / "node"
 STEADY = 6.0  # seconds of load before the first SIGTERM, and after the last replica is back
@@ -75,7 +75,7 @@ async def test_rolling_restart_under_load(fleet: Fleet, tmp_path: Path) -> None:
     report = _report(fleet, calls, outcomes, tally, ts["progress"])
     print(json.dumps(report, indent=2))
     if os.environ.get("FLEET_REPORT"):
-        Path(os.environ["FLEET_REPORT"]).write_text(json.dumps(report, indent=2))
+        await anyio.Path(os.environ["FLEET_REPORT"]).write_text(json.dumps(report, indent=2))
 
     # every call completed, after retryable answers only; none hung
     assert [c for c in calls if not c.ok] == []
@@ -89,17 +89,17 @@ async def test_rolling_restart_under_load(fleet: Fleet, tmp_path: Path) -> None:
 
 
 async def _listeners_hear_a_change(fleet: Fleet, tally: Tally, listeners: int) -> None:
-    """Once every replica is subscribed to the bus, a change announced on one reaches every
-    listener, wherever its stream is now."""
-    with anyio.fail_after(30):
-        while fleet.redis.subscribers("mcp_asgi:fleet") < len(fleet.replicas):
-            await anyio.sleep(0.1)
-        while tally.listens["opened"] - tally.listens["ended gracefully"] < listeners:
-            await anyio.sleep(0.1)
-        async with httpx.AsyncClient() as http:
-            assert (await http.post(fleet.url + "/notify")).status_code == 200
-        while tally.listens["events"] < listeners:
-            await anyio.sleep(0.1)
+    """Once every replica is subscribed to the bus and every listener listens again, a
+    change announced on one replica reaches every listener, wherever its stream is now."""
+
+    def listening() -> bool:
+        return tally.listens["opened"] - tally.listens["ended gracefully"] == listeners
+
+    subscribed = len(fleet.replicas)
+    await eventually(lambda: fleet.redis.subscribers(CHANNEL) == subscribed, 30, "the bus")
+    await eventually(listening, 30, "every listener listening again")
+    await trigger(fleet.url, "POST", "/notify")
+    await eventually(lambda: tally.listens["events"] == listeners, 30, "the change heard")
 
 
 async def _tasks_are_readable_everywhere(fleet: Fleet, tally: Tally) -> None:
