@@ -166,6 +166,7 @@ def _report(
         return by_what
 
     return {
+        "load_s": round(max(c.ended for c in calls) - min(c.started for c in calls), 1),
         "calls": len(calls),
         "attempts": sum(outcomes.values()),
         "outcomes": dict(outcomes),
