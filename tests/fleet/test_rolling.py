@@ -24,7 +24,7 @@ from mcp_asgi.testing import McpTestClient
 
 from ..helpers import eventually, trigger
 from ..servers import MODERN
-from ..tasks.apps import TASKS
+from ..tasks.apps import TASKS, TaskClient
 from .load import Call, Tally, listener, sdk_calls, tasks
 from .rig import CHANNEL, Fleet
 
@@ -52,6 +52,9 @@ async def test_rolling_restart_under_load(fleet: Fleet, tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr.decode()
         ts.update(json.loads(done.stdout))
 
+    # tasks outliving the run: whichever replica runs one is restarted under it
+    on_fleet = TaskClient(fleet.url)
+    long_tasks = [await on_fleet.start("sleepy", seconds=600, label=f"long{n}") for n in (1, 2)]
     with anyio.fail_after(240):
         async with anyio.create_task_group() as load:
             for name, mode in (("py-2026", MODERN), ("py-2025", "legacy")):
@@ -70,6 +73,9 @@ async def test_rolling_restart_under_load(fleet: Fleet, tmp_path: Path) -> None:
             stop.set()
             stop_file.touch()
 
+    for task_id in long_tasks:
+        tally.tasks[task_id] = await on_fleet.until(task_id, "failed", "completed", limit=30)
+        assert tally.tasks[task_id]["status"] == "failed"
     calls = tally.calls + [Call(**c) for c in ts["calls"]]
     outcomes = Counter(o for c in calls for o in c.outcomes)
     report = _report(fleet, calls, outcomes, tally, ts["progress"])
@@ -85,7 +91,7 @@ async def test_rolling_restart_under_load(fleet: Fleet, tmp_path: Path) -> None:
     assert tally.listens["ended gracefully"] >= 2, tally.listens
     assert set(tally.listens) <= {"opened", "events", "ended gracefully"}, tally.listens
     await _tasks_are_readable_everywhere(fleet, tally)
-    _cut_requests_have_spans(fleet, outcomes)
+    _cut_requests_have_spans(fleet, outcomes, tally, len(long_tasks))
 
 
 async def _listeners_hear_a_change(fleet: Fleet, tally: Tally, listeners: int) -> None:
@@ -122,11 +128,12 @@ async def _tasks_are_readable_everywhere(fleet: Fleet, tally: Tally) -> None:
             )
 
 
-def _cut_requests_have_spans(fleet: Fleet, outcomes: Counter[str]) -> None:
+def _cut_requests_have_spans(
+    fleet: Fleet, outcomes: Counter[str], tally: Tally, long_tasks: int
+) -> None:
     """On each replica, every request span open at its SIGTERM ended either finished or
-    cut with reason server_shutdown; the calls cut are exactly the ones clients saw cut."""
-    spans = fleet.spans()
-    cut_calls = 0
+    cut with reason server_shutdown; the calls, listen streams and tasks cut are exactly
+    the ones the clients saw cut."""
     for restart in fleet.restarts:
         mine = fleet.spans(restart.pid)
         assert mine, f"no spans from {restart.name}"
@@ -136,12 +143,14 @@ def _cut_requests_have_spans(fleet: Fleet, outcomes: Counter[str]) -> None:
                 reason = span["attributes"].get(REASON)
                 assert reason in (None, "server_shutdown"), span
                 assert reason or span["status"]["status_code"] != "ERROR", span
-    for span in spans:
-        if span["attributes"].get(REASON) == "server_shutdown" and span["name"].startswith(
-            "tools/call"
-        ):
-            cut_calls += 1
-    assert cut_calls == outcomes["server_shutdown"], (cut_calls, outcomes)
+    cut = Counter(
+        span["name"].split(" ")[0]
+        for span in fleet.spans()
+        if span["attributes"].get(REASON) == "server_shutdown"
+    )
+    assert cut["tools/call"] == outcomes["server_shutdown"], (cut, outcomes)
+    assert cut["subscriptions/listen"] == tally.listens["ended gracefully"], (cut, tally)
+    assert cut["task"] == long_tasks, cut
 
 
 def _seconds(iso: str) -> float:
