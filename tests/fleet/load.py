@@ -1,7 +1,8 @@
 """The load the fleet serves while it restarts: official SDK clients in a loop, each call
 retried on a retryable answer, every attempt's outcome and time kept in a `Tally`.
 
-Outcomes: `ok`; `unavailable` (503 with Retry-After: refused before any work began);
+Outcomes: `ok`; `unavailable` (503 with Retry-After: refused before any work began; the SDK
+turns its body into an error saying "Service Unavailable");
 `server_shutdown` (the JSON-RPC error a call cut by the shutdown ends with); `hang` (no
 answer within HANG seconds); anything else is kept as its exception's text."""
 
@@ -64,6 +65,8 @@ def kind(error: BaseException) -> str:
     """The outcome an exception from an SDK call stands for."""
     data = error.data if isinstance(error, MCPError) else None
     if isinstance(data, dict) and data.get("reason") == "server_shutdown":
+        if str(error).startswith("Service Unavailable"):
+            return "unavailable"  # the draining replica's 503, as the SDK reports it
         return "server_shutdown" if getattr(error, "code", None) == -32603 else f"other: {data}"
     if isinstance(error, httpx.HTTPStatusError):
         response = error.response

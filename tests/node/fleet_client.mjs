@@ -27,6 +27,9 @@ let progress = 0;
 const retryable = new Set(["unavailable", "server_shutdown"]);
 
 function kind(error) {
+  if (error?.data?.reason === "server_shutdown" && /Service Unavailable/.test(error?.message)) {
+    return "unavailable"; // the draining replica's 503, its body as the SDK reports it
+  }
   if (error?.code === -32603 && error?.data?.reason === "server_shutdown") return "server_shutdown";
   if (error instanceof StreamableHTTPError && error.code === 503) return "unavailable";
   if (error?.code === -32001) return "hang"; // the SDK's request timeout
