@@ -8,7 +8,7 @@ NODE_STAMP := tests/node/node_modules/.installed-stamp
 AUTH_STAMP := tests/authserver/node_modules/.installed-stamp
 DOWNSTREAM_STAMP := tests/downstream/node/node_modules/.installed-stamp
 
-.PHONY: run test check test-deps backends e2e package lint typecheck contracts docs docs-strict pytest conformance bench bench-quick format clean fastapi-range
+.PHONY: run test check test-deps backends e2e fleet package lint typecheck contracts docs docs-strict pytest conformance bench bench-quick format clean fastapi-range
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -71,6 +71,10 @@ backends: test-deps $(PHOENIX_STAMP)  ## the telemetry backends of tests/backend
 
 e2e: $(STAMP) backends  ## only the real-backend telemetry tests (tests/backends; make test runs them too)
 	MCP_ASGI_BACKENDS=required $(BIN)/python -m pytest tests/backends
+
+FLEET_ROUNDS ?= 5
+fleet: $(STAMP) test-deps $(NODE_STAMP)  ## the rolling-restart rig of tests/fleet, longer: FLEET_ROUNDS rolling restarts under load, figures in fleet-report.json (make test runs one)
+	FLEET_ROUNDS=$(FLEET_ROUNDS) FLEET_REPORT=fleet-report.json $(BIN)/python -m pytest -q -s tests/fleet
 
 package: $(STAMP)  ## build the wheel and the sdist into dist/ and check them with twine
 	rm -rf dist

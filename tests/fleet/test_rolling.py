@@ -4,7 +4,8 @@ calls), listen for changes and run tasks. Asserted are outcomes, not timings: ev
 completes, possibly after retryable answers only; none hangs; listen streams end gracefully
 and listen again; every task ends completed or failed saying so, readable on every replica;
 every request in flight at a SIGTERM has its span, with its reason if it was cut. The
-latency figures are printed (FLEET_REPORT=path also writes them as JSON)."""
+latency figures are printed (FLEET_REPORT=path also writes them as JSON). `make fleet` runs
+the longer form: several rolling restarts in a row (FLEET_ROUNDS)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from .rig import CHANNEL, Fleet
 NODE_DIR = Path(__file__).parent.parent / "node"
 STEADY = 6.0  # seconds of load before the first SIGTERM, and after the last replica is back
 REASON = "mcp_asgi.cancellation.reason"
+ROUNDS = int(os.environ.get("FLEET_ROUNDS", "1"))  # rolling restarts (`make fleet`: more)
 
 
 async def test_rolling_restart_under_load(fleet: Fleet, tmp_path: Path) -> None:
@@ -55,7 +57,7 @@ async def test_rolling_restart_under_load(fleet: Fleet, tmp_path: Path) -> None:
     # tasks outliving the run: whichever replica runs one is restarted under it
     on_fleet = TaskClient(fleet.url)
     long_tasks = [await on_fleet.start("sleepy", seconds=600, label=f"long{n}") for n in (1, 2)]
-    with anyio.fail_after(240):
+    with anyio.fail_after(240 * ROUNDS):
         async with anyio.create_task_group() as load:
             for name, mode in (("py-2026", MODERN), ("py-2025", "legacy")):
                 for n in (1, 2):
@@ -66,7 +68,8 @@ async def test_rolling_restart_under_load(fleet: Fleet, tmp_path: Path) -> None:
                 for _ in (1, 2):
                     listeners.start_soon(listener, fleet.url, tally, stop)
                 await anyio.sleep(STEADY)
-                await anyio.to_thread.run_sync(fleet.rolling_restart)
+                for _ in range(ROUNDS):
+                    await anyio.to_thread.run_sync(fleet.rolling_restart)
                 await anyio.sleep(STEADY)
                 await _listeners_hear_a_change(fleet, tally, 2)
                 listeners.cancel_scope.cancel()
@@ -189,4 +192,4 @@ def _report(
     }
 
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(300 * ROUNDS)
