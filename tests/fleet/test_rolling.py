@@ -95,6 +95,7 @@ async def test_rolling_restart_under_load(fleet: Fleet, tmp_path: Path) -> None:
     assert set(tally.listens) <= {"opened", "events", "ended gracefully"}, tally.listens
     await _tasks_are_readable_everywhere(fleet, tally)
     _cut_requests_have_spans(fleet, outcomes, tally, len(long_tasks))
+    _every_call_has_its_span(fleet, calls, len(long_tasks))
 
 
 async def _listeners_hear_a_change(fleet: Fleet, tally: Tally, listeners: int) -> None:
@@ -154,6 +155,17 @@ def _cut_requests_have_spans(
     assert cut["tools/call"] == outcomes["server_shutdown"], (cut, outcomes)
     assert cut["subscriptions/listen"] == tally.listens["ended gracefully"], (cut, tally)
     assert cut["task"] == long_tasks, cut
+
+
+def _every_call_has_its_span(fleet: Fleet, calls: list[Call], long_tasks: int) -> None:
+    """Every tools/call attempt that reached a replica (answered, or cut) has exactly one
+    span there: none was lost with its process."""
+    tools = {"echo", "paced", "paced-long", "task-start"}
+    reached = sum(
+        o in ("ok", "server_shutdown") for c in calls if c.what in tools for o in c.outcomes
+    )
+    spans = sum(span["name"].startswith("tools/call ") for span in fleet.spans())
+    assert spans == reached + long_tasks
 
 
 def _seconds(iso: str) -> float:
