@@ -16,7 +16,6 @@ from functools import partial
 from typing import Any
 
 import anyio
-import httpx
 from mcp import Client
 from mcp.client.subscriptions import SubscriptionLost
 from mcp.shared.exceptions import MCPError
@@ -32,9 +31,14 @@ RETRYABLE = {"unavailable", "server_shutdown"}
 ATTEMPTS = 6
 
 
+class Unavailable(Exception):
+    """A 503 with Retry-After, as the raw client (tasks) saw it."""
+
+
 @dataclass
 class Call:
-    """One logical call: its client, when it started and ended, and its attempts' outcomes."""
+    """One logical call: its client, what it called, when it started and ended (time.time()),
+    and its attempts' outcomes."""
 
     client: str
     what: str
@@ -56,10 +60,6 @@ class Tally:
     listens: Counter[str] = field(default_factory=Counter)
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def outcomes(self) -> Counter[str]:
-        """Every attempt's outcome, counted."""
-        return Counter(o for call in self.calls for o in call.outcomes)
-
 
 def kind(error: BaseException) -> str:
     """The outcome an exception from an SDK call stands for."""
@@ -68,10 +68,8 @@ def kind(error: BaseException) -> str:
         if str(error).startswith("Service Unavailable"):
             return "unavailable"  # the draining replica's 503, as the SDK reports it
         return "server_shutdown" if getattr(error, "code", None) == -32603 else f"other: {data}"
-    if isinstance(error, httpx.HTTPStatusError):
-        response = error.response
-        if response.status_code == 503 and "retry-after" in response.headers:
-            return "unavailable"
+    if isinstance(error, Unavailable):
+        return "unavailable"
     if isinstance(error, MCPError):
         return f"other: MCPError {error.code}: {error} {error.data}"
     return f"other: {type(error).__name__}: {error}"
@@ -172,11 +170,9 @@ async def tasks(url: str, tally: Tally, stop: anyio.Event) -> None:
 
 
 def _result(status: int, headers: dict[str, str], final: dict[str, Any]) -> dict[str, Any]:
-    """A raw JSON-RPC response's result, or the exception the SDK would have raised."""
+    """A raw JSON-RPC response's result, or the exception an SDK would have raised."""
     if status == 503 and "retry-after" in headers:
-        request = httpx.Request("POST", "http://fleet/mcp")
-        response = httpx.Response(503, headers=headers, request=request)
-        raise httpx.HTTPStatusError("503", request=request, response=response)
+        raise Unavailable(final)
     if "error" in final:
         error = final["error"]
         raise MCPError(error["code"], error["message"], error.get("data"))
