@@ -97,7 +97,11 @@ class Fleet:
     def start(self) -> None:
         self.spans_dir.mkdir(exist_ok=True)
         with ThreadPoolExecutor(REPLICAS) as pool:  # the imports alone take seconds each
-            self.replicas = list(pool.map(lambda _: self._replica(), range(REPLICAS)))
+            starting = [pool.submit(self._replica) for _ in range(REPLICAS)]
+        self.replicas = [f.result() for f in starting if f.exception() is None]
+        for f in starting:
+            if f.exception() is not None:
+                raise AssertionError("a replica did not start") from f.exception()
         self.port = free_port()
         servers = "\n".join(
             f"    server r{i} 127.0.0.1:{w.port} check" for i, w in enumerate(self.replicas)

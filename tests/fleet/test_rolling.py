@@ -203,6 +203,7 @@ def _report(
         "progress_notifications": tally.progress + ts_progress,
         "listens": dict(tally.listens),
         "tasks": dict(Counter(t["status"] for t in tally.tasks.values())),
+        "drains_s": [round(r.exited - r.signalled, 1) for r in fleet.restarts],
         "restarts_s": [round(r.back - r.signalled, 1) for r in fleet.restarts],
         "steady": figures([c for c in calls if c.started < first or c.started > last]),
         "restarting": figures([c for c in calls if first <= c.started <= last]),
