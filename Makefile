@@ -1,5 +1,5 @@
 # `make run` needs only Python 3 and make (the first target run creates .venv); `make test`
-# also installs npm packages, redis-server and prometheus (apt-get) and Arize Phoenix (README.md).
+# also installs npm packages, redis-server, prometheus and haproxy (apt-get) and Arize Phoenix (README.md).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -8,7 +8,7 @@ NODE_STAMP := tests/node/node_modules/.installed-stamp
 AUTH_STAMP := tests/authserver/node_modules/.installed-stamp
 DOWNSTREAM_STAMP := tests/downstream/node/node_modules/.installed-stamp
 
-.PHONY: run test check test-deps backends e2e package lint typecheck contracts docs docs-strict pytest conformance bench bench-quick format clean fastapi-range
+.PHONY: run test check test-deps backends e2e fleet package lint typecheck contracts docs docs-strict pytest conformance bench bench-quick format clean fastapi-range
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -51,8 +51,9 @@ docs: $(STAMP)  ## the documentation site with the API reference, into site/ (no
 docs-strict: $(STAMP)  ## the same build, failing on any warning (a broken link, a reference to a moved name)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-test-deps:  ## system packages the tests need: redis-server (the Redis bus tests), prometheus and its promtool (tests/backends)
+test-deps:  ## system packages the tests need: redis-server (the Redis bus tests), prometheus and its promtool (tests/backends), haproxy (tests/fleet)
 	command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
+	command -v haproxy >/dev/null || test -x /usr/sbin/haproxy || (apt-get update && apt-get install -y haproxy)
 	(command -v prometheus && command -v promtool) >/dev/null || (apt-get update && apt-get install -y prometheus)
 
 # Arize Phoenix, the trace backend of tests/backends, in a venv of its own (its pins must
@@ -70,6 +71,10 @@ backends: test-deps $(PHOENIX_STAMP)  ## the telemetry backends of tests/backend
 
 e2e: $(STAMP) backends  ## only the real-backend telemetry tests (tests/backends; make test runs them too)
 	MCP_ASGI_BACKENDS=required $(BIN)/python -m pytest tests/backends
+
+FLEET_ROUNDS ?= 5
+fleet: $(STAMP) test-deps $(NODE_STAMP)  ## the rolling-restart rig of tests/fleet, longer: FLEET_ROUNDS rolling restarts under load, figures in fleet-report.json (make test runs one)
+	FLEET_ROUNDS=$(FLEET_ROUNDS) FLEET_REPORT=fleet-report.json $(BIN)/python -m pytest -q -s tests/fleet
 
 package: $(STAMP)  ## build the wheel and the sdist into dist/ and check them with twine
 	rm -rf dist

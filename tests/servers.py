@@ -541,10 +541,12 @@ class Worker:
         app: str = "tests.redis_app:app",
         settings: Mapping[str, str] | None = None,
         log: Path | None = None,
+        port: int | None = None,
     ) -> None:
         """`settings`: more MCP_* environment variables for the worker; `log`: a file its
-        stderr goes to."""
-        self.port = free_port()
+        stderr goes to; `port`: the one to listen on (a free one by default; a restarted
+        replica takes its old one again)."""
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, MCP_BUS_URL=redis_url, MCP_BUS_CHANNEL=channel, **(settings or {}))
         stderr = log.open("ab") if log is not None else None
@@ -573,11 +575,15 @@ class Worker:
         )
         if stderr is not None:
             stderr.close()  # the worker has its own copy
-        try:
-            wait_ready(self.healthy, f"worker on port {self.port}", timeout=40)  # a busy machine
+        try:  # generous: on a loaded machine the imports alone can take seconds
+            wait_ready(self.healthy, f"worker on port {self.port}", timeout=60)
         except BaseException:
             self.stop()  # never left running
             raise
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
 
     def healthy(self) -> bool:
         assert self._process.poll() is None, "worker exited"
