@@ -23,6 +23,7 @@ import httpx
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 AUTHSERVER = Path(__file__).resolve().parent.parent / "authserver"
 
@@ -93,6 +94,26 @@ class AuthServer:
         body = {"iss": self.issuer, "sub": "forger", "iat": now, "exp": now + 3600, **claims}
         head = {"kid": self.kid, "typ": "at+jwt", **(headers or {})}
         return jwt.encode(body, self.key if key is None else key, algorithm, headers=head)
+
+
+class MemoryStorage:
+    """The SDK's token storage, in memory."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client_info: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client_info
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client_info = client_info
 
 
 @contextmanager

@@ -12,35 +12,14 @@ import pytest
 from mcp import Client
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mcp.shared.exceptions import MCPError
 
 from mcp_asgi.testing import serve
 
 from ..servers import MODERN
 from .apps import Ran, protected_app, protected_server
-from .authserver import CLIENT_ID, CLIENT_SECRET
+from .authserver import CLIENT_ID, CLIENT_SECRET, MemoryStorage
 from .conftest import AuthEnv
-
-
-class MemoryStorage:
-    """The SDK's token storage, in memory."""
-
-    def __init__(self) -> None:
-        self.tokens: OAuthToken | None = None
-        self.client_info: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client_info
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self.client_info = client_info
 
 
 @pytest.fixture(scope="module")
