@@ -10,6 +10,7 @@ request's cancellation reaching the request it minted downstream.
              (`DownstreamInputUnsupported` otherwise)
     watch    while connected: the connection checks (ping, or server/discover) and, at
              2026-07-28, `subscriptions/listen` for its tool changes
+    updates  the resources it is kept subscribed to, and their updates' listeners
     mounted  what its mounted sources share: the downstream entered with the server,
              the list read at start (collisions refused), list_changed relayed
     tools    `DownstreamTools`: its tools mounted on an `McpServer` as a tool source

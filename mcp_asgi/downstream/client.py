@@ -23,9 +23,12 @@ result is dropped by the SDK; a downstream that never knew the id ignores the ca
                                 an input request it cannot relay ──► DownstreamInputUnsupported
 
 The downstream's input requests (elicitation, sampling, roots) are relayed to the client of
-the calling request (downstream/relay.py); its `notifications/tools/list_changed` (2025
-era) or its `subscriptions/listen` events (2026-07-28, downstream/watch.py) reach the
-listeners of `on_tools_changed` (a `DownstreamTools` mounted on a server).
+the calling request (downstream/relay.py); its `notifications/*/list_changed` (2025 era)
+or its `subscriptions/listen` events (2026-07-28, downstream/watch.py) reach the
+listeners of `on_list_changed` (a `DownstreamTools`, `DownstreamPrompts` or
+`DownstreamResources` mounted on a server), and the updates of the resources kept
+subscribed (`subscribe_resources`, downstream/updates.py) those of `on_resource_updated`.
+`get_prompt` and `read_resource` are called like `call_tool`.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from mcp_asgi._loggers import downstream_logger as logger
 from mcp_asgi._version import __version__
 from mcp_asgi.downstream.relay import DownstreamInputUnsupported, InputRelay
+from mcp_asgi.downstream.updates import ResourceUpdates
 from mcp_asgi.downstream.watch import follow, until_lost
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, JsonObject, McpError
 from mcp_asgi.server.context import Context
@@ -139,6 +143,7 @@ class Downstream:
         self._relay = InputRelay(name)
         self._relay_input = relay_input
         self._listeners: dict[str, list[Callable[[], None]]] = {kind: [] for kind in _KINDS}
+        self._updates = ResourceUpdates(name, backoff)
         self._ready = anyio.Event()
         self._lost = anyio.Event()
         self._entered = False
@@ -192,6 +197,21 @@ class Downstream:
             raise ValueError(f"kind must be one of {_KINDS}, not {kind!r}")
         self._listeners[kind].append(listener)
 
+    def on_resource_updated(self, listener: Callable[[str], None]) -> None:
+        """Call `listener` with the URI of each update of a resource subscribed with
+        `subscribe_resources` (`notifications/resources/updated`, or a listen event)."""
+        self._updates.on_updated(listener)
+
+    async def subscribe_resources(self, uris: Sequence[str]) -> None:
+        """Keep the downstream subscribed to `uris` (its own) for as long as it runs,
+        again after every reconnection; nothing if it offers no resource subscriptions.
+        Raises `DownstreamUnavailable` as a call does."""
+        client = await self._connected()
+        try:
+            await self._updates.subscribe(client, uris)
+        except Exception as exc:
+            raise self._failure(exc) from exc
+
     async def __aenter__(self) -> Downstream:
         if self._entered:
             raise RuntimeError(f"downstream {self.name!r} is already running")
@@ -235,7 +255,11 @@ class Downstream:
         async with anyio.create_task_group() as watching:
             kinds = [kind for kind, listeners in self._listeners.items() if listeners]
             watching.start_soon(follow, client, kinds, self._changed, self._backoff, self.name)
-            await until_lost(client, self._lost, self._ping_interval, self.name)
+            self._updates.connected(client, watching)
+            try:
+                await until_lost(client, self._lost, self._ping_interval, self.name)
+            finally:
+                self._updates.connected(client, None)
             watching.cancel_scope.cancel()
 
     def _connect(self) -> AbstractAsyncContextManager[Any]:
@@ -258,6 +282,8 @@ class Downstream:
             self._changed("prompts")
         elif isinstance(message, types.ResourceListChangedNotification):
             self._changed("resources")
+        elif isinstance(message, types.ResourceUpdatedNotification):
+            self._updates.updated(str(message.params.uri))
 
     def _changed(self, kind: str) -> None:
         for listener in list(self._listeners[kind]):

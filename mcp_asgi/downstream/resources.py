@@ -14,6 +14,9 @@ resources/read        ─► Downstream.read_resource of its own URI, in the han
                          it starts with
 its list_changed, or  ─► changed(): read again at the next list, and our listening
 a reconnection           clients get notifications/resources/list_changed
+with subscribe=True   ─► the downstream subscribed to what it lists (kept while it runs);
+                         its resources/updated ─► updated(): our clients subscribed to
+                         the URI (as we expose it) get notifications/resources/updated
 """
 
 from __future__ import annotations
@@ -39,6 +42,11 @@ class DownstreamResources(Mounted, ResourceSource):
       `uriTemplate`).
     - `on_collision`: `"refuse"` (default): a URI already taken (by a decorated resource
       or another source's) stops the app at start; `"skip"`: the first keeps it, logged.
+    - `subscribe`: keep the downstream subscribed to every resource it lists (and this
+      source selects) while it runs, so that its `notifications/resources/updated` reach
+      the clients subscribed to that URI here (`resources/subscribe` in a 2025-era
+      session, `resourceSubscriptions` of a `subscriptions/listen` stream); default
+      False: updates are not relayed.
     - `scopes`, `start_timeout`: as for `DownstreamTools`.
     """
 
@@ -52,6 +60,7 @@ class DownstreamResources(Mounted, ResourceSource):
         names: Mapping[str, str] | None = None,
         scopes: Sequence[str] | None = None,
         on_collision: Collision = "refuse",
+        subscribe: bool = False,
         start_timeout: float = 10.0,
     ) -> None:
         name_of(downstream, "DownstreamResources")
@@ -66,6 +75,9 @@ class DownstreamResources(Mounted, ResourceSource):
             on_collision=on_collision,
         )
         self._mount(downstream, start_timeout, "resources")
+        self._subscribe = subscribe
+        if subscribe:
+            downstream.on_resource_updated(self._relay_update)
 
     async def read_resource(self, uri: str, ctx: Context) -> JsonObject:
         """The downstream's result, each content's `uri` as this server exposes it."""
@@ -75,9 +87,18 @@ class DownstreamResources(Mounted, ResourceSource):
                 content["uri"] = self.exposed_name(SourceTool(content["uri"], {}))
         return result
 
+    def _relay_update(self, uri: str) -> None:
+        if self.selection.selects(uri):  # (another source on the downstream may own it)
+            self.updated(uri)
+
     async def _list(self) -> list[SourceTool]:
         resources = await self.downstream.list_resources()
         templates = await self.downstream.list_resource_templates()
+        if self._subscribe:
+            uris = (str(entry["uri"]) for entry in resources)
+            await self.downstream.subscribe_resources(
+                [u for u in uris if self.selection.selects(u)]
+            )
         return [
             *(SourceTool(str(entry["uri"]), entry) for entry in resources),
             *(SourceTool(str(entry["uriTemplate"]), entry) for entry in templates),

@@ -77,6 +77,10 @@ class ChangeNotifications:
         del registry[key]
         self._registry_changed(registry)
 
+    def _resource_updated(self, uri: str) -> None:
+        """A source's resource at `uri` changed (sync): announced without waiting."""
+        self.subscriptions.changed(ChangeEvent("resource_updated", uri))
+
     def _registry_changed(self, registry: dict[str, Any]) -> None:
         kind: ChangeKind
         if registry is self._tools:

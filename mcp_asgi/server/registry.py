@@ -40,6 +40,7 @@ class Registry:
 
     # announces a change (`ChangeNotifications`, mixed into `McpServer`)
     _registry_changed: Callable[[dict[str, Any]], None]
+    _resource_updated: Callable[[str], None]  # a sourced resource's update, announced
 
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
@@ -51,7 +52,9 @@ class Registry:
         self._sourced = Sourced("tool", lambda: self._registry_changed(self._tools))
         self._sourced_prompts = Sourced("prompt", lambda: self._registry_changed(self._prompts))
         self._sourced_resources = Sourced(
-            "resource", lambda: self._registry_changed(self._resources)
+            "resource",
+            lambda: self._registry_changed(self._resources),
+            lambda uri: self._resource_updated(uri),
         )
 
     @overload

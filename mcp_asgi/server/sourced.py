@@ -94,10 +94,16 @@ _CLASSES: dict[SourceKind, type] = {
 class Sourced:
     """The sources of one kind on one server, and the items each exposes."""
 
-    def __init__(self, kind: SourceKind, announce: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        kind: SourceKind,
+        announce: Callable[[], None],
+        updated: Callable[[str], None] | None = None,
+    ) -> None:
         self.kind: SourceKind = kind
         self._catalogs: list[_Catalog] = []
         self._announce = announce
+        self._updated = updated  # a resource source's update, by its exposed URI
 
     def __bool__(self) -> bool:
         return bool(self._catalogs)
@@ -114,6 +120,8 @@ class Sourced:
             self._announce()
 
         source._watch(changed)
+        if isinstance(source, ResourceSource) and self._updated is not None:
+            source._watch_updates(self._updated)
         self._catalogs.append(catalog)
         self._announce()
 

@@ -97,14 +97,17 @@ class Selection:
     A selector is a pattern (`fnmatch`, case-sensitive: `*`, `?`, `[abc]`) matched against
     the tool's name as the source gives it, or `kind:pattern` matched against its labels
     of that kind (`tag:admin`, `path:/items/*`, `method:DELETE`); `name:pattern` names
-    the name explicitly. A plain list of names is an explicit list.
+    the name explicitly. A plain list of names is an explicit list. A resource source's
+    selectors are URI patterns only (`file:///docs/*`): no `kind:` is read from them.
     """
 
     __slots__ = ("_exclude", "_include")
 
-    def __init__(self, include: Sequence[str] | None, exclude: Sequence[str]) -> None:
-        self._include = None if include is None else _selectors(include, "include")
-        self._exclude = _selectors(exclude, "exclude")
+    def __init__(
+        self, include: Sequence[str] | None, exclude: Sequence[str], *, labelled: bool = True
+    ) -> None:
+        self._include = None if include is None else _selectors(include, "include", labelled)
+        self._exclude = _selectors(exclude, "exclude", labelled)
 
     def selects(self, name: str, labels: Iterable[str] = ()) -> bool:
         """Whether a tool of this name and labels is exposed."""
@@ -121,6 +124,7 @@ class Source(abc.ABC):
     (`on_collision`), `changed()`, and `running()`. `kind` says what it offers."""
 
     kind: ClassVar[SourceKind]
+    _labelled: ClassVar[bool] = True  # `kind:pattern` selectors (not for URIs: `file:*`)
 
     def __init__(
         self,
@@ -140,7 +144,7 @@ class Source(abc.ABC):
         renames = dict(names or {})
         if not all(isinstance(k, str) and isinstance(v, str) and v for k, v in renames.items()):
             raise TypeError(f"{owner}: names maps an item's own name to a non-empty str")
-        self.selection = Selection(include, exclude)
+        self.selection = Selection(include, exclude, labelled=self._labelled)
         """Which items are exposed."""
         self.scopes = check_scopes(scopes, owner)
         """The scopes using its items needs (None: the server's default)."""
@@ -290,6 +294,8 @@ class ResourceSource(Source):
     `read_resource` answers a `resources/read` in the handler's task."""
 
     kind = "resource"
+    _labelled = False
+    _updates: tuple[Callable[[str], None], ...] = ()  # (set by _watch_updates)
 
     @abc.abstractmethod
     async def read_resource(self, uri: str, ctx: Context) -> JsonObject:
@@ -308,18 +314,31 @@ class ResourceSource(Source):
         """What is put before its URIs."""
         return self._prefix
 
+    def updated(self, uri: str) -> None:
+        """The resource at `uri` (the source's own URI) changed: clients subscribed to it
+        as the server exposes it are told (`notifications/resources/updated`)."""
+        exposed = self.exposed_name(SourceTool(uri, {}))
+        for listener in self._updates:
+            listener(exposed)
+
+    def _watch_updates(self, listener: Callable[[str], None]) -> None:
+        """Call `listener` with the exposed URI on every `updated()`."""
+        self._updates = (*self._updates, listener)
+
 
 def tool_name(name: str) -> str:
     """`name` as a valid MCP tool name (letters, digits, `_`, `-`, `.`; 1 to 128)."""
     return (_NOT_IN_NAME.sub("_", name) or "_")[:_MAX_NAME]
 
 
-def _selectors(selectors: Sequence[str], option: str) -> tuple[tuple[str | None, str], ...]:
+def _selectors(
+    selectors: Sequence[str], option: str, labelled_too: bool
+) -> tuple[tuple[str | None, str], ...]:
     if isinstance(selectors, str) or not all(isinstance(s, str) and s for s in selectors):
         raise TypeError(f"{option} must be a list of non-empty selector strings")
     parsed: list[tuple[str | None, str]] = []
     for selector in selectors:
-        labelled = _LABELLED.fullmatch(selector)
+        labelled = _LABELLED.fullmatch(selector) if labelled_too else None
         if labelled is None or labelled.group(1) == "name":
             parsed.append((None, labelled.group(2) if labelled else selector))
         else:

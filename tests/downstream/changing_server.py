@@ -1,5 +1,6 @@
 """A downstream whose lists change: `grow` registers a tool, a prompt and a resource
-(`grown://<name>`) named after its argument (the server announces each change); the
+(`grown://<name>`) named after its argument (the server announces each change), `touch`
+announces an update of a resource; the
 resource `slow://wait` and the prompt `slow` wait until cancelled, writing `started <what>`
 and `cancelled <what> <reason>` to the file `MCP_STDIO_PROBE` names. `python -m
 mcp_asgi.stdio tests.downstream.changing_server:server`, for the list-change relays and
@@ -28,6 +29,13 @@ async def grow(name: str) -> str:
     server.prompt(name=name, description="Added by grow.")(added)
     server.resource(f"grown://{name}", name=name, description="Added by grow.")(added)
     return f"added {name}"
+
+
+@server.tool()
+async def touch(uri: str) -> str:
+    """Announce that the resource at `uri` changed."""
+    await server.notify_resource_updated(uri)
+    return f"touched {uri}"
 
 
 @server.resource("slow://wait")

@@ -44,7 +44,7 @@ def mounted(downstream: Downstream) -> McpServer:
         return "ours"
 
     server.add_source(DownstreamResources(downstream))
-    server.add_source(DownstreamResources(downstream, prefix="ev+", include=["*/dynamic/*"]))
+    server.add_source(DownstreamResources(downstream, prefix="ev+", include=["demo://*/dynamic/*"]))
     server.add_source(DownstreamPrompts(downstream, exclude=["completable-*"]))
     return server
 
@@ -52,7 +52,8 @@ def mounted(downstream: Downstream) -> McpServer:
 @needs_everything
 async def test_everything_resources_and_prompts(tmp_path: Path) -> None:
     """server-everything over stdio: its resources listed beside ours (its URIs as they
-    are), its templates as they are and under the `ev+` prefix; a static resource read,
+    are), its templates as they are and under the `ev+` prefix (selected by a URI pattern,
+    `demo://...`, not a `kind:pattern` selector); a static resource read,
     a template's expansion read under the prefix (the contents' URI prefixed too); its
     prompts listed under `everything_` and got with arguments; an unknown URI is not found."""
     tap = tmp_path / "tap.jsonl"
@@ -147,7 +148,10 @@ async def test_changes_relayed_and_cancelled(mode: str, tmp_path: Path) -> None:
     """mcp_asgi over stdio, at 2026-07-28 (changes on a `subscriptions/listen` stream the
     gateway opens) and 2025 (notifications/*/list_changed): a downstream tool adding a
     prompt and a resource makes the gateway's listening client get prompts/list_changed
-    and resources/list_changed; the next lists show them. A client dropping a
+    and resources/list_changed; the next lists show them. With `subscribe=True` the
+    downstream's update of a resource it listed reaches the client subscribed to it under
+    the gateway's URI (`resources/subscribe` at 2025, a listen stream at 2026-07-28). A
+    client dropping a
     resources/read or a prompts/get cancels the downstream request
     (notifications/cancelled: its handler sees client_notification)."""
     probe = tmp_path / "probe"
@@ -155,10 +159,15 @@ async def test_changes_relayed_and_cancelled(mode: str, tmp_path: Path) -> None:
     server = McpServer("gateway")
     server.add_source(DownstreamTools(downstream))
     server.add_source(DownstreamPrompts(downstream))
-    server.add_source(DownstreamResources(downstream, prefix="inner+"))
+    server.add_source(DownstreamResources(downstream, prefix="inner+", subscribe=True))
     with serve(mcp_app(server)) as live:
         client = McpTestClient(live.url + "/mcp")
-        listen = {"notifications": {"promptsListChanged": True, "resourcesListChanged": True}}
+        wanted = {
+            "promptsListChanged": True,
+            "resourcesListChanged": True,
+            "resourceSubscriptions": ["inner+slow://wait"],
+        }
+        listen = {"notifications": wanted}
         async with client.stream("subscriptions/listen", listen, id="L") as changes:
             ack = await changes.next_message()
             assert ack is not None
@@ -174,6 +183,13 @@ async def test_changes_relayed_and_cancelled(mode: str, tmp_path: Path) -> None:
                 "notifications/prompts/list_changed",
                 "notifications/resources/list_changed",
             }
+            assert await client.call_tool("inner_touch", {"uri": "slow://wait"})
+            with anyio.fail_after(10):
+                while (updated := await changes.next_message()) is not None:
+                    if updated["method"] == "notifications/resources/updated":
+                        break
+            assert updated is not None
+            assert updated["params"]["uri"] == "inner+slow://wait"
         prompts = (await client.request("prompts/list", {})).final["result"]["prompts"]
         assert {prompt["name"] for prompt in prompts} == {"inner_slow", "inner_fresh"}
         resources = (await client.request("resources/list", {})).final["result"]["resources"]
@@ -195,3 +211,30 @@ async def test_changes_relayed_and_cancelled(mode: str, tmp_path: Path) -> None:
 def probed(probe: Path, line: str) -> Callable[[], bool]:
     """Whether the downstream wrote `line` to its probe file."""
     return lambda: line in probe_lines(probe)
+
+
+@needs_everything
+async def test_resource_updates_relayed(tmp_path: Path) -> None:
+    """`subscribe=True`: the gateway subscribes server-everything to the resources it
+    mounts (resources/subscribe); once server-everything's updates are switched on (its
+    tool, through the gateway), the gateway's client listening with that URI in
+    `resourceSubscriptions` gets notifications/resources/updated for it."""
+    tap = tmp_path / "tap.jsonl"
+    downstream = everything.stdio(tap)
+    server = McpServer("gateway")
+    server.add_source(DownstreamTools(downstream, include=["toggle-subscriber-updates"]))
+    server.add_source(DownstreamResources(downstream, include=[DOCUMENT], subscribe=True))
+    with serve(mcp_app(server)) as live:
+        client = McpTestClient(live.url + "/mcp")
+        listen = {"notifications": {"resourceSubscriptions": [DOCUMENT]}}
+        async with client.stream("subscriptions/listen", listen, id="L") as updates:
+            ack = await updates.next_message()
+            assert ack is not None
+            assert ack["params"]["notifications"] == listen["notifications"]
+            assert len(everything.requests(tap, "resources/subscribe")) == 1
+            await client.call_tool("everything_toggle-subscriber-updates", {})
+            with anyio.fail_after(10):
+                updated = await updates.next_message()
+            assert updated is not None
+            assert updated["method"] == "notifications/resources/updated"
+            assert updated["params"]["uri"] == DOCUMENT
