@@ -73,8 +73,9 @@ class Methods:
             return self._sourced_prompts.scopes_of(key, self._default_scopes)
         if kind == "resource" and key not in self._resources and self._sourced_resources:
             routed = self._sourced_resources.route(key)
-            if routed is not None and routed[0].scopes is not None:
-                return routed[0].scopes
+            if routed is None:  # none yet: those of every unread source, or the default
+                return self._sourced_resources.scopes_of(key, self._default_scopes)
+            return routed[0].scopes if routed[0].scopes is not None else self._default_scopes
         return self._default_scopes
 
     async def _list(self, request: McpRequest, ctx: Context, options: ResultOptions) -> JsonObject:

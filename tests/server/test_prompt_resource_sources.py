@@ -102,7 +102,6 @@ def test_scopes_and_refusals() -> None:
     server.add_source(Files(prefix="f+", scopes=["files"]))
     server.add_source(Prompts(["hello"], scopes=["prompts"]))
     assert server.required_scopes("resources/read", {"uri": "f+file:///x"}) == {"files"}
-    assert server.required_scopes("resources/read", {"uri": "other://x"}) == {"base"}
     assert server.declared_scopes() == {"base", "files", "prompts"}
     with pytest.raises(TypeError, match=r"ToolSource .*PromptSource or a ResourceSource"):
         server.add_source(object())  # type: ignore[arg-type]
@@ -128,3 +127,21 @@ async def test_changes_and_updates_announced() -> None:
         ChangeEvent("prompts_list_changed"),
         ChangeEvent("resource_updated", "f+file:///a"),
     }
+
+
+async def test_scopes_of_an_unread_source() -> None:
+    """Before a pass-through source is read, a URI it may serve needs its scopes (the
+    strictest answer); once read, a URI it does not serve needs the default."""
+    server = McpServer("s", default_scopes=["base"])
+    server.add_source(FilesAtStart(scopes=["files"]))
+    assert server.required_scopes("resources/read", {"uri": "file:///a"}) == {"base", "files"}
+    async with server.running():
+        assert server.required_scopes("resources/read", {"uri": "file:///a"}) == {"files"}
+        assert server.required_scopes("resources/read", {"uri": "other://x"}) == {"base"}
+
+
+class FilesAtStart(Files):
+    """Listed when the server starts."""
+
+    async def list_at_start(self) -> Sequence[SourceTool]:
+        return await self.list_items(None)  # type: ignore[arg-type]
