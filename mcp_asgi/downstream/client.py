@@ -71,7 +71,7 @@ _MAX_PAGES: Final = 1000  # a downstream whose cursors never end is read this fa
 class DownstreamUnavailable(McpError):
     """The downstream server cannot answer: it is not connected (its process exited, it is
     restarting after a failure, it cannot be reached), the connection broke mid-call, or
-    it was never entered (`async with`: logged). Raised from `call_tool` and `list_tools`;
+    it was never entered (`async with`: logged). Raised from every call and list;
     a handler that lets it through answers -32603 with `data.downstream` naming the
     server."""
 
