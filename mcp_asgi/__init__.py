@@ -8,6 +8,8 @@ from mcp_asgi.auth.verifier import InvalidToken, TokenVerifier
 from mcp_asgi.downstream import (
     Downstream,
     DownstreamInputUnsupported,
+    DownstreamPrompts,
+    DownstreamResources,
     DownstreamTools,
     DownstreamUnavailable,
 )
@@ -31,7 +33,7 @@ from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import McpServer
 from mcp_asgi.server.metadata import Annotations, Icon, ToolAnnotations
 from mcp_asgi.server.registry import ToolNameWarning
-from mcp_asgi.server.sources import SourceTool, ToolSource
+from mcp_asgi.server.sources import PromptSource, ResourceSource, SourceTool, ToolSource
 from mcp_asgi.settings import McpSettings
 from mcp_asgi.stdio import run_stdio, serve_stdio
 
@@ -46,6 +48,8 @@ __all__ = [
     "Context",
     "Downstream",
     "DownstreamInputUnsupported",
+    "DownstreamPrompts",
+    "DownstreamResources",
     "DownstreamTools",
     "DownstreamUnavailable",
     "EmbeddedResource",
@@ -57,9 +61,11 @@ __all__ = [
     "McpServer",
     "McpSettings",
     "Principal",
+    "PromptSource",
     "ProtectedResourceMetadata",
     "RequestCancelled",
     "ResourceLink",
+    "ResourceSource",
     "SourceTool",
     "TextContent",
     "TextResource",

@@ -23,15 +23,18 @@ result is dropped by the SDK; a downstream that never knew the id ignores the ca
                                 an input request it cannot relay ──► DownstreamInputUnsupported
 
 The downstream's input requests (elicitation, sampling, roots) are relayed to the client of
-the calling request (downstream/relay.py); its `notifications/tools/list_changed` (2025
-era) or its `subscriptions/listen` events (2026-07-28, downstream/watch.py) reach the
-listeners of `on_tools_changed` (a `DownstreamTools` mounted on a server).
+the calling request (downstream/relay.py); its `notifications/*/list_changed` (2025 era)
+or its `subscriptions/listen` events (2026-07-28, downstream/watch.py) reach the
+listeners of `on_list_changed` (a `DownstreamTools`, `DownstreamPrompts` or
+`DownstreamResources` mounted on a server), and the updates of the resources kept
+subscribed (`subscribe_resources`, downstream/updates.py) those of `on_resource_updated`.
+`get_prompt` and `read_resource` are called like `call_tool`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any, Final
 
@@ -42,19 +45,33 @@ from opentelemetry.trace import SpanKind, StatusCode
 from mcp_asgi._loggers import downstream_logger as logger
 from mcp_asgi._version import __version__
 from mcp_asgi.downstream.relay import DownstreamInputUnsupported, InputRelay
-from mcp_asgi.downstream.watch import follow_tools, until_lost
+from mcp_asgi.downstream.updates import ResourceUpdates
+from mcp_asgi.downstream.watch import follow, until_lost
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, JsonObject, McpError
 from mcp_asgi.server.context import Context
 from mcp_asgi.telemetry import names as a
 
 _CONNECTION_CLOSED: Final = -32000  # the SDK's code for a connection that went away
 _NOT_RUNNING: Final = "not running: enter it (async with) in the app's lifespan"
+_KINDS: Final = ("tools", "prompts", "resources")
+_LISTED: Final = {  # a list method: the SDK client's method, the result's attribute, the family
+    "tools/list": ("list_tools", "tools", "tools"),
+    "prompts/list": ("list_prompts", "prompts", "prompts"),
+    "resources/list": ("list_resources", "resources", "resources"),
+    "resources/templates/list": ("list_resource_templates", "resource_templates", "resources"),
+}
+_SUBJECT: Final = {
+    "tools/call": a.GEN_AI_TOOL_NAME,
+    "prompts/get": a.GEN_AI_PROMPT_NAME,
+    "resources/read": a.MCP_RESOURCE_URI,
+}
+_MAX_PAGES: Final = 1000  # a downstream whose cursors never end is read this far
 
 
 class DownstreamUnavailable(McpError):
     """The downstream server cannot answer: it is not connected (its process exited, it is
     restarting after a failure, it cannot be reached), the connection broke mid-call, or
-    it was never entered (`async with`: logged). Raised from `call_tool` and `list_tools`;
+    it was never entered (`async with`: logged). Raised from every call and list;
     a handler that lets it through answers -32603 with `data.downstream` naming the
     server."""
 
@@ -125,7 +142,8 @@ class Downstream:
         self._ping_interval = ping_interval
         self._relay = InputRelay(name)
         self._relay_input = relay_input
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners: dict[str, list[Callable[[], None]]] = {kind: [] for kind in _KINDS}
+        self._updates = ResourceUpdates(name, backoff)
         self._ready = anyio.Event()
         self._lost = anyio.Event()
         self._entered = False
@@ -169,7 +187,30 @@ class Downstream:
     def on_tools_changed(self, listener: Callable[[], None]) -> None:
         """Call `listener` when the downstream says its tools changed
         (`notifications/tools/list_changed`) and after every reconnection."""
-        self._listeners.append(listener)
+        self.on_list_changed("tools", listener)
+
+    def on_list_changed(self, kind: str, listener: Callable[[], None]) -> None:
+        """Call `listener` when the downstream says its list of `kind` (`"tools"`,
+        `"prompts"`, `"resources"`: resources and templates) changed, and after every
+        reconnection."""
+        if kind not in self._listeners:
+            raise ValueError(f"kind must be one of {_KINDS}, not {kind!r}")
+        self._listeners[kind].append(listener)
+
+    def on_resource_updated(self, listener: Callable[[str], None]) -> None:
+        """Call `listener` with the URI of each update of a resource subscribed with
+        `subscribe_resources` (`notifications/resources/updated`, or a listen event)."""
+        self._updates.on_updated(listener)
+
+    async def subscribe_resources(self, uris: Sequence[str]) -> None:
+        """Keep the downstream subscribed to `uris` (its own) for as long as it runs,
+        again after every reconnection; nothing if it offers no resource subscriptions.
+        Raises `DownstreamUnavailable` as a call does."""
+        client = await self._connected()
+        try:
+            await self._updates.subscribe(client, uris)
+        except Exception as exc:
+            raise self._failure(exc) from exc
 
     async def __aenter__(self) -> Downstream:
         if self._entered:
@@ -195,7 +236,8 @@ class Downstream:
                     self._client = client
                     self._ready.set()
                     if connected_before:  # a restarted server may offer other tools
-                        self._tools_changed()
+                        for kind in _KINDS:
+                            self._changed(kind)
                     connected_before = True
                     await self._until_lost(client)
                     logger.warning("downstream %r: connection lost; reconnecting", self.name)
@@ -209,13 +251,15 @@ class Downstream:
             await anyio.sleep(min(self._max_backoff, self._backoff * 2 ** (failures - 1)))
 
     async def _until_lost(self, client: Any) -> None:
-        """While connected: the connection checks, and (2026-07-28) its tool changes."""
+        """While connected: the connection checks, and (2026-07-28) its list changes."""
         async with anyio.create_task_group() as watching:
-            if self._listeners:
-                watching.start_soon(
-                    follow_tools, client, self._tools_changed, self._backoff, self.name
-                )
-            await until_lost(client, self._lost, self._ping_interval, self.name)
+            kinds = [kind for kind, listeners in self._listeners.items() if listeners]
+            watching.start_soon(follow, client, kinds, self._changed, self._backoff, self.name)
+            self._updates.connected(client, watching)
+            try:
+                await until_lost(client, self._lost, self._ping_interval, self.name)
+            finally:
+                self._updates.connected(client, None)
             watching.cancel_scope.cancel()
 
     def _connect(self) -> AbstractAsyncContextManager[Any]:
@@ -233,14 +277,22 @@ class Downstream:
         from mcp import types
 
         if isinstance(message, types.ToolListChangedNotification):
-            self._tools_changed()
+            self._changed("tools")
+        elif isinstance(message, types.PromptListChangedNotification):
+            self._changed("prompts")
+        elif isinstance(message, types.ResourceListChangedNotification):
+            self._changed("resources")
+        elif isinstance(message, types.ResourceUpdatedNotification):
+            self._updates.updated(str(message.params.uri))
 
-    def _tools_changed(self) -> None:
-        for listener in list(self._listeners):
+    def _changed(self, kind: str) -> None:
+        for listener in list(self._listeners[kind]):
             try:
                 listener()
             except Exception:
-                logger.warning("downstream %r: a tools listener failed", self.name, exc_info=True)
+                logger.warning(
+                    "downstream %r: a %s listener failed", self.name, kind, exc_info=True
+                )
 
     # -- calls ----------------------------------------------------------------------------
 
@@ -257,12 +309,52 @@ class Downstream:
         client. Raises `DownstreamUnavailable`, `TimeoutError`, `DownstreamInputUnsupported`
         (a question the inbound request cannot hold open), or the downstream's JSON-RPC
         error as an `McpError`."""
+        progress = _relay(ctx) if ctx is not None else None
+        return await self._request(
+            "tools/call",
+            name,
+            ctx,
+            lambda client, meta: client.call_tool(
+                name, dict(arguments or {}), progress_callback=progress, meta=meta
+            ),
+        )
+
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        ctx: Context | None = None,
+    ) -> JsonObject:
+        """The downstream prompt `name` (its `prompts/get` result), as `call_tool` calls:
+        in the calling task, cancelled downstream with it, its input requests relayed."""
+        return await self._request(
+            "prompts/get",
+            name,
+            ctx,
+            lambda client, meta: client.get_prompt(name, dict(arguments or {}), meta=meta),
+        )
+
+    async def read_resource(self, uri: str, ctx: Context | None = None) -> JsonObject:
+        """The downstream's `resources/read` result for `uri`, as `call_tool` calls."""
+        return await self._request(
+            "resources/read", uri, ctx, lambda client, meta: client.read_resource(uri, meta=meta)
+        )
+
+    async def _request(
+        self,
+        method: str,
+        subject: str,
+        ctx: Context | None,
+        send: Callable[[Any, dict[str, str]], Awaitable[Any]],
+    ) -> JsonObject:
+        """One request of a handler's: the CLIENT span `<method> <subject>`, its trace
+        context in `_meta`, the timeout, the input relay, the errors mapped."""
         limit = self.timeout
         with self._tracer.start_as_current_span(
-            f"tools/call {name}", kind=SpanKind.CLIENT, record_exception=False
+            f"{method} {subject}", kind=SpanKind.CLIENT, record_exception=False
         ) as span:
-            span.set_attribute(a.MCP_METHOD_NAME, "tools/call")
-            span.set_attribute(a.GEN_AI_TOOL_NAME, name)
+            span.set_attribute(a.MCP_METHOD_NAME, method)
+            span.set_attribute(_SUBJECT[method], subject)
             span.set_attribute("server.address", self.name)
             meta: dict[str, str] = {}
             propagate.inject(meta)  # traceparent (and tracestate, baggage) of this span
@@ -272,13 +364,7 @@ class Downstream:
                     self._relay.call(ctx) as call,
                 ):
                     with call.scope:
-                        client = await self._connected()
-                        result = await client.call_tool(
-                            name,
-                            dict(arguments or {}),
-                            progress_callback=_relay(ctx) if ctx is not None else None,
-                            meta=meta,
-                        )
+                        result = await send(await self._connected(), meta)
                     if call.refused is not None:
                         span.set_status(StatusCode.ERROR)
                         raise DownstreamInputUnsupported(self.name, call.refused)
@@ -298,14 +384,40 @@ class Downstream:
 
     async def list_tools(self) -> list[JsonObject]:
         """The downstream's tools, as it lists them (every page)."""
+        return await self._listed("tools/list")
+
+    async def list_prompts(self) -> list[JsonObject]:
+        """The downstream's prompts (every page); none if it has no prompts capability."""
+        return await self._listed("prompts/list")
+
+    async def list_resources(self) -> list[JsonObject]:
+        """The downstream's resources (every page); none if it has no resources."""
+        return await self._listed("resources/list")
+
+    async def list_resource_templates(self) -> list[JsonObject]:
+        """The downstream's resource templates (every page); none if it has no resources."""
+        return await self._listed("resources/templates/list")
+
+    async def _listed(self, method: str) -> list[JsonObject]:
+        fetch, attribute, family = _LISTED[method]
         client = await self._connected()
+        listed: list[JsonObject] = []
         try:
-            listed = await client.list_tools()
+            if getattr(client.server_capabilities, family) is None:
+                return listed  # (a server without the capability answers -32601)
+            cursor: str | None = None
+            for _ in range(_MAX_PAGES):
+                page = await getattr(client, fetch)(cursor=cursor)
+                listed += (
+                    item.model_dump(by_alias=True, exclude_none=True, mode="json")
+                    for item in getattr(page, attribute)
+                )
+                cursor = page.next_cursor
+                if not cursor:
+                    break
         except Exception as exc:
             raise self._failure(exc) from exc
-        return [
-            tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in listed.tools
-        ]
+        return listed
 
     async def _connected(self) -> Any:
         if not self._entered:  # a mistake in the app: said to the caller and logged

@@ -15,20 +15,17 @@ a reconnection           listening clients get notifications/tools/list_changed
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import anyio
-
-from mcp_asgi._loggers import downstream_logger as logger
 from mcp_asgi.downstream.client import Downstream
+from mcp_asgi.downstream.mounted import Mounted, name_of
 from mcp_asgi.protocol.jsonrpc import JsonObject
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.sources import Collision, SourceTool, TaskPolicy, ToolSource
 
 
-class DownstreamTools(ToolSource):
+class DownstreamTools(Mounted, ToolSource):
     """The tools of a `Downstream` server, mounted with `server.add_source(...)`.
 
     - `prefix`: put before each of its tools' names; default: the downstream's name and
@@ -64,44 +61,17 @@ class DownstreamTools(ToolSource):
         task: TaskPolicy = "never",
         start_timeout: float = 10.0,
     ) -> None:
-        if not isinstance(downstream, Downstream):
-            raise TypeError("DownstreamTools takes a Downstream")
-        if start_timeout <= 0:
-            raise ValueError("DownstreamTools: start_timeout must be positive")
         super().__init__(
             include=include,
             exclude=exclude,
             names=names,
-            prefix=f"{downstream.name}_" if prefix is None else prefix,
+            prefix=f"{name_of(downstream, 'DownstreamTools')}_" if prefix is None else prefix,
             scopes=scopes,
             timeout=timeout,
             on_collision=on_collision,
             task=task,
         )
-        self.downstream = downstream
-        """The downstream server whose tools these are."""
-        self._start_timeout = start_timeout
-        downstream.on_tools_changed(self.changed)
-
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        """The downstream's connection, for as long as the server runs."""
-        if self.downstream.running:
-            yield
-            return
-        async with self.downstream:
-            yield
-
-    async def list_at_start(self) -> Sequence[SourceTool] | None:
-        with anyio.move_on_after(self._start_timeout):
-            return await self._list()
-        logger.warning(
-            "downstream %r did not list its tools within %s s of the start: they will be "
-            "listed at the first request",
-            self.downstream.name,
-            self._start_timeout,
-        )
-        return None
+        self._mount(downstream, start_timeout, "tools")
 
     async def list_tools(self, ctx: Context) -> Sequence[SourceTool]:
         return await self._list()

@@ -1,20 +1,22 @@
-"""Watching one live connection to a downstream: is it still there, and did its tools
-change. Each runs in the `Downstream`'s supervisor while the connection lives.
+"""Watching one live connection to a downstream: is it still there, and did its lists
+(tools, prompts, resources) change. Each runs in the `Downstream`'s supervisor while
+the connection lives.
 
     until_lost     a call saw the connection break (`lost`), or a check every
                    `interval` failed: `ping` on a 2025-era connection, `server/discover`
                    on a 2026-07-28 one (where `ping` is gone)
-    follow_tools   2026-07-28 only: `subscriptions/listen` for toolsListChanged (a
-                   2025-era server sends notifications/tools/list_changed unasked: the
-                   client's message handler sees those); each event calls `changed`, and
-                   a stream that ends is opened again after `backoff`, with one
-                   `changed` for what it may have missed
+    follow         2026-07-28 only: `subscriptions/listen` for the list changes of the
+                   kinds asked (`tools`, `prompts`, `resources`; a 2025-era server sends
+                   notifications/*/list_changed unasked: the client's message handler
+                   sees those); each event calls `changed(kind)`, and a stream that ends
+                   is opened again after `backoff`, with one `changed` of each kind for
+                   what it may have missed
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Final
 
 import anyio
@@ -48,21 +50,44 @@ async def until_lost(client: Any, lost: anyio.Event, interval: float | None, nam
             return
 
 
-async def follow_tools(client: Any, changed: Callable[[], None], backoff: float, name: str) -> None:
+_FLAGS: Final = {
+    "tools": "tools_list_changed",
+    "prompts": "prompts_list_changed",
+    "resources": "resources_list_changed",
+}
+
+
+async def follow(
+    client: Any,
+    kinds: Collection[str],
+    changed: Callable[[str], None],
+    backoff: float,
+    name: str,
+) -> None:
     from mcp.client.subscriptions import ListenNotSupportedError
 
-    if not is_modern(client):
+    if not is_modern(client) or not kinds:
         return
     while True:
         try:
-            async with client.listen(tools_list_changed=True) as subscription:
-                if not subscription.honored.tools_list_changed:
-                    return  # the server does not announce tool changes
-                async for _ in subscription:
-                    changed()
+            async with client.listen(**{_FLAGS[kind]: True for kind in kinds}) as subscription:
+                if not any(getattr(subscription.honored, _FLAGS[kind]) for kind in kinds):
+                    return  # the server announces none of these changes
+                async for event in subscription:
+                    kind = _KINDS.get(type(event).__name__)
+                    if kind is not None:
+                        changed(kind)
         except ListenNotSupportedError:
             return
         except Exception:
             logger.debug("downstream %r: its listen stream ended", name, exc_info=True)
         await anyio.sleep(backoff)
-        changed()  # no replay: what changed meanwhile is read again
+        for kind in kinds:  # no replay: what changed meanwhile is read again
+            changed(kind)
+
+
+_KINDS: Final = {
+    "ToolsListChanged": "tools",
+    "PromptsListChanged": "prompts",
+    "ResourcesListChanged": "resources",
+}

@@ -17,7 +17,7 @@ from typing import Any
 
 from mcp_asgi.bus.in_process import ChangeEvent, ChangeKind, NotificationBus
 from mcp_asgi.server.listen import Subscriptions
-from mcp_asgi.server.sourced import SourcedTools
+from mcp_asgi.server.sourced import Sourced
 
 
 class ChangeNotifications:
@@ -26,7 +26,9 @@ class ChangeNotifications:
     _tools: dict[str, Any]
     _resources: dict[str, Any]
     _prompts: dict[str, Any]
-    _sourced: SourcedTools
+    _sourced: Sourced
+    _sourced_prompts: Sourced
+    _sourced_resources: Sourced
     subscriptions: Subscriptions
 
     @property
@@ -75,6 +77,10 @@ class ChangeNotifications:
         del registry[key]
         self._registry_changed(registry)
 
+    def _resource_updated(self, uri: str) -> None:
+        """A source's resource at `uri` changed (sync): announced without waiting."""
+        self.subscriptions.changed(ChangeEvent("resource_updated", uri))
+
     def _registry_changed(self, registry: dict[str, Any]) -> None:
         kind: ChangeKind
         if registry is self._tools:
@@ -96,9 +102,14 @@ class ChangeNotifications:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """The bus's background work and every tool source's `running()` (the middleware
+        """The bus's background work and every source's `running()` (the middleware
         enters it around the lifespan, `serve_stdio` around the pipe). A source refusing a
         name already taken raises `ValueError` here (the sources are entered first, so the
         error is not wrapped by the bus's task group)."""
-        async with self._sourced.running(self._tools), self.bus.running():
+        async with (
+            self._sourced.running(self._tools),
+            self._sourced_prompts.running(self._prompts),
+            self._sourced_resources.running(self._resources),
+            self.bus.running(),
+        ):
             yield

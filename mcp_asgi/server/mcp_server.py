@@ -120,9 +120,9 @@ class McpServer(Registry, Methods, ChangeNotifications):
         caps: JsonObject = {"logging": {}}
         if self._tools or self._sourced:
             caps["tools"] = {"listChanged": True}
-        if self._resources:
+        if self._resources or self._sourced_resources:
             caps["resources"] = {"listChanged": True, "subscribe": True}
-        if self._prompts:
+        if self._prompts or self._sourced_prompts:
             caps["prompts"] = {"listChanged": True}
         if self._completers:
             caps["completions"] = {}
@@ -139,9 +139,9 @@ class McpServer(Registry, Methods, ChangeNotifications):
         if family == "tools":
             return bool(self._tools or self._sourced)
         if family == "resources":
-            return bool(self._resources)
+            return bool(self._resources or self._sourced_resources)
         if family == "prompts":
-            return bool(self._prompts)
+            return bool(self._prompts or self._sourced_prompts)
         if family == "completion":
             return bool(self._completers)
         return True
@@ -182,7 +182,9 @@ class McpServer(Registry, Methods, ChangeNotifications):
     def declared_scopes(self) -> frozenset[str]:
         """Every scope the server's tools, resources and prompts need (with the default):
         what the Protected Resource Metadata lists as `scopes_supported`."""
-        return self._default_scopes.union(*self._scopes.values(), self._sourced.declared_scopes())
+        return self._default_scopes.union(
+            *self._scopes.values(), *(c.declared_scopes() for c in self._catalogs())
+        )
 
     def required_scopes(self, method: str, params: Mapping[str, Any]) -> frozenset[str]:
         """The scopes a request needs: the called tool's, the prompt's, the read resource's

@@ -13,7 +13,7 @@ import binascii
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 from mcp_asgi.protocol.jsonrpc import (
     INVALID_PARAMS,
@@ -25,7 +25,8 @@ from mcp_asgi.protocol.jsonrpc import (
 from mcp_asgi.protocol.request import TASKS_EXTENSION, McpRequest
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.primitives import Prompt, Resource, Tool
-from mcp_asgi.server.sourced import SourcedTools
+from mcp_asgi.server.sourced import Sourced
+from mcp_asgi.server.sources import PromptSource
 
 T = TypeVar("T")
 _MAX_COMPLETIONS = 100
@@ -54,25 +55,35 @@ class Methods:
     _completers: dict[tuple[str, str], Callable[..., Any]]
     _scopes: dict[tuple[str, str], frozenset[str]]
     _default_scopes: frozenset[str]
-    _sourced: SourcedTools
+    _sourced: Sourced
+    _sourced_prompts: Sourced
+    _sourced_resources: Sourced
     _task_policies: dict[str, Literal["never", "optional", "required"]]
 
     def scopes_of(self, kind: str, key: str) -> frozenset[str]:
         """The scopes a `"tool"`, `"resource"` or `"prompt"` (by name, or URI as
-        registered) needs: its own, else the server's default; a source's tool, its
-        source's."""
+        registered) needs: its own, else the server's default; a source's tool or prompt,
+        its source's; a URI a resource source serves, that source's."""
         own = self._scopes.get((kind, key))
         if own is not None:
             return own
         if kind == "tool" and key not in self._tools and self._sourced:
             return self._sourced.scopes_of(key, self._default_scopes)
+        if kind == "prompt" and key not in self._prompts and self._sourced_prompts:
+            return self._sourced_prompts.scopes_of(key, self._default_scopes)
+        if kind == "resource" and key not in self._resources and self._sourced_resources:
+            routed = self._sourced_resources.route(key)
+            if routed is None:  # none yet: those of every unread source, or the default
+                return self._sourced_resources.scopes_of(key, self._default_scopes)
+            return routed[0].scopes if routed[0].scopes is not None else self._default_scopes
         return self._default_scopes
 
     async def _list(self, request: McpRequest, ctx: Context, options: ResultOptions) -> JsonObject:
         """`tools/list`, `resources/list`, `resources/templates/list` and `prompts/list`;
         with an authenticated principal, only what it may call or read."""
-        if request.method == "tools/list" and self._sourced:
-            await self._sourced.load(ctx, self._tools)
+        sourced, taken = self._sources_of(request.method)
+        if sourced:
+            await sourced.load(ctx, taken)
         key, items = self._listed(request.method)
         principal = ctx.principal
         if principal is not None:
@@ -87,10 +98,23 @@ class Methods:
         if method == "tools/list":
             return "tools", [*self._tools.values(), *self._sourced.tools()]
         if method == "prompts/list":
-            return "prompts", list(self._prompts.values())
+            return "prompts", [*self._prompts.values(), *self._sourced_prompts.tools()]
         templates = method == "resources/templates/list"
-        items = [r for r in self._resources.values() if r.is_template == templates]
+        items: list[_Describable] = [
+            r for r in self._resources.values() if r.is_template == templates
+        ]
+        items += [r for r in self._sourced_resources.tools() if r.is_template == templates]
         return ("resourceTemplates" if templates else "resources"), items
+
+    def _sources_of(self, method: str) -> tuple[Sourced, Mapping[str, Any]]:
+        """The sources a list (or a get, a read) of `method` reads, and the names the
+        decorated ones have taken."""
+        family = method.partition("/")[0]
+        if family == "prompts":
+            return self._sourced_prompts, self._prompts
+        if family == "resources":
+            return self._sourced_resources, self._resources
+        return self._sourced, self._tools
 
     async def _call_tool(
         self, request: McpRequest, ctx: Context, options: ResultOptions
@@ -102,7 +126,7 @@ class Methods:
                 await self._sourced.load(ctx, self._tools)
                 sourced = self._sourced.get(name)
             if sourced is not None:
-                if ctx.task_id is None and sourced.source.task == "required":
+                if ctx.task_id is None and self._sourced.task_of(name) == "required":
                     raise missing_tasks_extension(name)  # a 2025-era request: no tasks there
                 return await sourced.call(_arguments(request), ctx)
         tool = _named(self._tools, request, "tool")
@@ -113,6 +137,15 @@ class Methods:
     async def _get_prompt(
         self, request: McpRequest, ctx: Context, options: ResultOptions
     ) -> JsonObject:
+        name = str(request.params["name"])
+        if name not in self._prompts and self._sourced_prompts:
+            sourced = self._sourced_prompts.get(name)
+            if sourced is None:
+                await self._sourced_prompts.load(ctx, self._prompts)
+                sourced = self._sourced_prompts.get(name)
+            if sourced is not None:
+                prompts = cast(PromptSource, sourced.source)
+                return await prompts.get_prompt(sourced.tool, _arguments(request), ctx)
         prompt = _named(self._prompts, request, "prompt")
         return await prompt.get(_arguments(request), ctx)
 
@@ -127,6 +160,12 @@ class Methods:
             variables = resource.match(uri)
             if variables is not None:
                 return await resource.read(uri, variables, ctx)
+        if self._sourced_resources:
+            await self._sourced_resources.load(ctx, self._resources)
+            routed = self._sourced_resources.route(uri)
+            if routed is not None:
+                source, own = routed
+                return await source.read_resource(own, ctx)
         raise ResourceNotFound(uri)
 
     async def _complete(

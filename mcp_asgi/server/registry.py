@@ -28,8 +28,8 @@ from mcp_asgi.server.metadata import (
 from mcp_asgi.server.primitives import Prompt, Resource, Tool
 from mcp_asgi.server.schema import inspect_handler, parse_docstring
 from mcp_asgi.server.scopes import check_scopes, security_scopes
-from mcp_asgi.server.sourced import SourcedTools
-from mcp_asgi.server.sources import TaskPolicy, ToolSource
+from mcp_asgi.server.sourced import Sourced
+from mcp_asgi.server.sources import Source, TaskPolicy
 
 F = TypeVar("F", bound=Callable[..., Any])
 Completer = Callable[..., Any]
@@ -40,6 +40,7 @@ class Registry:
 
     # announces a change (`ChangeNotifications`, mixed into `McpServer`)
     _registry_changed: Callable[[dict[str, Any]], None]
+    _resource_updated: Callable[[str], None]  # a sourced resource's update, announced
 
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
@@ -48,7 +49,13 @@ class Registry:
         self._completers: dict[tuple[str, str], Completer] = {}
         self._scopes: dict[tuple[str, str], frozenset[str]] = {}  # (kind, name): own scopes
         self._task_policies: dict[str, TaskPolicy] = {}  # tools that may run as tasks
-        self._sourced = SourcedTools(lambda: self._registry_changed(self._tools))
+        self._sourced = Sourced("tool", lambda: self._registry_changed(self._tools))
+        self._sourced_prompts = Sourced("prompt", lambda: self._registry_changed(self._prompts))
+        self._sourced_resources = Sourced(
+            "resource",
+            lambda: self._registry_changed(self._resources),
+            lambda uri: self._resource_updated(uri),
+        )
 
     @overload
     def tool(self, name: F, /) -> F: ...
@@ -316,18 +323,31 @@ class Registry:
 
         return register
 
-    def add_source(self, source: ToolSource) -> None:
-        """Serve the tools of `source` beside the decorated ones: the host app's routes
-        (`AppRoutes`), or any other `ToolSource`.
+    def add_source(self, source: Source) -> None:
+        """Serve the tools of a `ToolSource` beside the decorated ones (the host app's
+        routes, `AppRoutes`; a downstream's, `DownstreamTools`), or the prompts of a
+        `PromptSource`, or the resources and templates of a `ResourceSource`.
 
-        Its tools are listed from the source when first needed (a `tools/list`, or a
-        `tools/call` of a name no decorated tool has) and again after `source.changed()`,
-        which also tells listening clients (`notifications/tools/list_changed`). A
-        decorated tool keeps its name over a source's tool of the same name. Adding a
-        source announces the change too. `TypeError` for something that is not a
-        `ToolSource`, `ValueError` for a source already added.
+        Its items are listed from the source when first needed (a list, or a call, get or
+        read of a name no decorated one has) and again after `source.changed()`, which
+        also tells listening clients (`notifications/tools/list_changed`, or the prompts'
+        or resources'). A decorated tool, prompt or resource keeps its name (URI) over a
+        source's. Adding a source announces the change too. `TypeError` for something
+        that is not a `ToolSource`, `PromptSource` or `ResourceSource`, `ValueError` for
+        a source already added.
         """
-        self._sourced.add(source)
+        catalogs = {c.kind: c for c in self._catalogs()}
+        kind = getattr(source, "kind", None)
+        if not isinstance(source, Source) or kind not in catalogs:
+            raise TypeError(
+                "add_source() takes a ToolSource (e.g. mcp_asgi.AppRoutes), a PromptSource "
+                "or a ResourceSource"
+            )
+        catalogs[kind].add(source)
+
+    def _catalogs(self) -> tuple[Sourced, Sourced, Sourced]:
+        """The server's sources: of tools, prompts, resources."""
+        return self._sourced, self._sourced_prompts, self._sourced_resources
 
     def _scoped(self, key: tuple[str, str], own: frozenset[str] | None, fn: Any) -> None:
         """Record the scopes of a primitive: its own (None: the server's default) plus

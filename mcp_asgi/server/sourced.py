@@ -1,9 +1,10 @@
-"""`SourcedTools`: the server's side of its tool sources (server/sources.py).
+"""`Sourced`: the server's side of its sources of one kind (server/sources.py): tools,
+prompts, or resources and resource templates; one instance for each kind.
 
 For each source added with `McpServer.add_source`, the catalog of what it exposes: read
-from the source when first needed (a `tools/list`, or a `tools/call` of a name no
-decorated tool has) and again after the source's `changed()`; selected, named, and
-checked against the names already taken. A source whose list cannot be read keeps its
+from the source when first needed (a list, or a call/get/read of a name no decorated
+primitive has) and again after the source's `changed()`; selected, named, and checked
+against the names (a resource: the URIs) already taken. A source whose list cannot be read keeps its
 last catalog (logged); the next request tries again.
 
 While the server runs (`running()`), every source's own `running()` is entered, and a
@@ -13,34 +14,48 @@ name it would take twice is refused before the first request (`on_collision="ref
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable, Container, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from mcp_asgi._loggers import errors_logger as _errors
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, JsonObject, McpError
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.primitives import tool_error
-from mcp_asgi.server.sources import SourceTool, TaskPolicy, ToolSource
+from mcp_asgi.server.sources import (
+    PromptSource,
+    ResourceSource,
+    Source,
+    SourceKind,
+    SourceTool,
+    TaskPolicy,
+    ToolSource,
+)
 
 
 @dataclass(frozen=True, slots=True)
 class SourcedTool:
-    """A tool a source offers, as the server exposes it."""
+    """An item a source offers, as the server exposes it (`name`: a resource's URI)."""
 
     name: str
-    source: ToolSource
+    source: Source  # a ToolSource, PromptSource or ResourceSource
     tool: SourceTool
+    key: str = "name"  # what `name` is listed as: "name", "uri" or "uriTemplate"
+
+    @property
+    def is_template(self) -> bool:
+        return self.key == "uriTemplate"
 
     def describe(self) -> JsonObject:
-        return {**self.tool.definition, "name": self.name}
+        return {**self.tool.definition, self.key: self.name}
 
     async def call(self, arguments: dict[str, Any], ctx: Context) -> JsonObject:
         """The source's answer; a failure of the source (not the request's cancellation,
         nor an `McpError`) becomes an `isError` result, logged."""
         try:
-            return await self.source.call_tool(self.tool, arguments, ctx)
+            return await cast(ToolSource, self.source).call_tool(self.tool, arguments, ctx)
         except McpError:
             raise
         except Exception as exc:
@@ -58,7 +73,7 @@ class SourcedTool:
 class _Catalog:
     __slots__ = ("read", "source", "tools", "version")
 
-    def __init__(self, source: ToolSource) -> None:
+    def __init__(self, source: Source) -> None:
         self.source = source
         self.tools: dict[str, SourcedTool] = {}
         self.version = 1  # raised by every changed()
@@ -69,19 +84,33 @@ class _Catalog:
         return self.read != self.version
 
 
-class SourcedTools:
-    """The sources of one server and the tools each exposes."""
+_CLASSES: dict[SourceKind, type] = {
+    "tool": ToolSource,
+    "prompt": PromptSource,
+    "resource": ResourceSource,
+}
 
-    def __init__(self, announce: Callable[[], None]) -> None:
+
+class Sourced:
+    """The sources of one kind on one server, and the items each exposes."""
+
+    def __init__(
+        self,
+        kind: SourceKind,
+        announce: Callable[[], None],
+        updated: Callable[[str], None] | None = None,
+    ) -> None:
+        self.kind: SourceKind = kind
         self._catalogs: list[_Catalog] = []
         self._announce = announce
+        self._updated = updated  # a resource source's update, by its exposed URI
 
     def __bool__(self) -> bool:
         return bool(self._catalogs)
 
-    def add(self, source: ToolSource) -> None:
-        if not isinstance(source, ToolSource):
-            raise TypeError("add_source() takes a ToolSource (e.g. mcp_asgi.AppRoutes)")
+    def add(self, source: Source) -> None:
+        if not isinstance(source, _CLASSES[self.kind]):
+            raise TypeError(f"this catalog takes a {_CLASSES[self.kind].__name__}")
         if any(c.source is source for c in self._catalogs):
             raise ValueError(f"this {type(source).__name__} is already added")
         catalog = _Catalog(source)
@@ -91,6 +120,8 @@ class SourcedTools:
             self._announce()
 
         source._watch(changed)
+        if isinstance(source, ResourceSource) and self._updated is not None:
+            source._watch_updates(self._updated)
         self._catalogs.append(catalog)
         self._announce()
 
@@ -106,9 +137,10 @@ class SourcedTools:
                     offered = await catalog.source.list_at_start()
                 except Exception:
                     _errors.warning(
-                        "%s: its tools could not be listed at start; they will be at the "
+                        "%s: its %ss could not be listed at start; they will be at the "
                         "first request",
                         type(catalog.source).__name__,
+                        self.kind,
                         exc_info=True,
                     )
                     continue
@@ -117,7 +149,7 @@ class SourcedTools:
             yield
 
     async def load(self, ctx: Context, taken: Container[str]) -> None:
-        """Read every source whose catalog is stale; `taken`: the decorated tools' names.
+        """Read every source whose catalog is stale; `taken`: the decorated ones' names.
         A source refusing a name taken (at its first read) fails the request with an
         `McpError` (-32603) carrying the refusal's message."""
         for catalog in self._catalogs:
@@ -129,7 +161,30 @@ class SourcedTools:
                     raise McpError(INTERNAL_ERROR, str(refused)) from None
 
     def tools(self) -> list[SourcedTool]:
+        """Every item exposed (tools, prompts, or resources and templates)."""
         return [tool for catalog in self._catalogs for tool in catalog.tools.values()]
+
+    def route(self, uri: str) -> tuple[ResourceSource, str] | None:
+        """The resource source that serves `uri`, and its own URI for it: the source
+        listing it, else the first whose template matches it, else the first with a
+        prefix `uri` starts with (the downstream decides: not every resource is listed)."""
+        exposed = self.get(uri)
+        if exposed is not None and not exposed.is_template:
+            return self._routed(exposed.source, uri)
+        for item in self.tools():
+            if item.is_template and _template_matches(item.name, uri):
+                return self._routed(item.source, uri)
+        for catalog in self._catalogs:
+            prefix = cast(ResourceSource, catalog.source).prefix
+            if prefix and uri.startswith(prefix):
+                return self._routed(catalog.source, uri)
+        return None
+
+    @staticmethod
+    def _routed(source: Source, uri: str) -> tuple[ResourceSource, str] | None:
+        resources = cast(ResourceSource, source)
+        own = resources.own_uri(uri)
+        return None if own is None else (resources, own)
 
     def get(self, name: str) -> SourcedTool | None:
         for catalog in self._catalogs:
@@ -157,31 +212,34 @@ class SourcedTools:
         tools may run as tasks (the caller reads the sources, then asks again)."""
         tool = self.get(name)
         if tool is not None:
-            return tool.source.task
-        unread = [c.source.task for c in self._catalogs if c.stale and not c.tools]
+            return _tools(tool.source).task
+        unread = [_tools(c.source).task for c in self._catalogs if c.stale and not c.tools]
         return "optional" if any(task != "never" for task in unread) else "never"
 
     def may_run_tasks(self) -> bool:
         """Whether a source's tools may run as tasks."""
-        return any(c.source.task != "never" for c in self._catalogs)
+        return any(_tools(c.source).task != "never" for c in self._catalogs)
 
     def timeout_of(self, name: str) -> float | None:
         """A call's timeout: its source's; for a name no catalog has while a catalog is
         still unread, the shortest of the unread sources' (the call reads them)."""
         tool = self.get(name)
         if tool is not None:
-            return tool.source.timeout
-        unread = [c.source.timeout for c in self._catalogs if c.stale and not c.tools]
+            return _tools(tool.source).timeout
+        unread = [_tools(c.source).timeout for c in self._catalogs if c.stale and not c.tools]
         timeouts = [t for t in unread if t is not None]
         return min(timeouts) if timeouts else None
 
     async def _read(self, catalog: _Catalog, ctx: Context, taken: Container[str]) -> None:
         version = catalog.version
         try:
-            offered = await catalog.source.list_tools(ctx)
+            offered = await catalog.source.list_items(ctx)
         except Exception:
             _errors.warning(
-                "%s: its tools could not be listed", type(catalog.source).__name__, exc_info=True
+                "%s: its %ss could not be listed",
+                type(catalog.source).__name__,
+                self.kind,
+                exc_info=True,
             )
             return
         self._install(catalog, offered, taken, version)
@@ -207,21 +265,49 @@ class SourcedTools:
             if name in taken or name in others or name in tools:
                 clashes.append((name, tool.name))
                 continue
-            tools[name] = SourcedTool(name, source, tool)
+            key = "name" if self.kind != "resource" else _uri_key(tool)
+            tools[name] = SourcedTool(name, source, tool, key)
         refuse = source.on_collision == "refuse"
         if clashes and refuse and catalog.read == 0:
             names = ", ".join(f"{name!r} ({own!r})" for name, own in clashes)
             raise ValueError(
-                f"{kind}: tool names already taken: {names}; give the source a prefix=, "
+                f"{kind}: {_NOUNS[self.kind]} already taken: {names}; give the source a prefix=, "
                 "rename them with names=, or leave them out with exclude="
             )
         for name, own in clashes:
             (_errors.error if refuse else _errors.warning)(
-                "%s: tool %r (%r) is not exposed: the name is already taken", kind, name, own
+                "%s: %s %r (%r) is not exposed: the name is already taken",
+                kind,
+                self.kind,
+                name,
+                own,
             )
         catalog.tools = tools
         catalog.read = version  # a changed() during the read leaves it stale
 
 
-def _scopes(source: ToolSource, default: frozenset[str]) -> frozenset[str]:
+_NOUNS: dict[SourceKind, str] = {
+    "tool": "tool names",
+    "prompt": "prompt names",
+    "resource": "resource URIs",
+}
+
+
+def _tools(source: Source) -> ToolSource:
+    return cast(ToolSource, source)  # (only a tools catalog is asked about tasks, timeouts)
+
+
+def _uri_key(item: SourceTool) -> str:
+    return "uriTemplate" if "uriTemplate" in item.definition else "uri"
+
+
+def _template_matches(template: str, uri: str) -> bool:
+    """Whether `uri` can be an expansion of the URI template: its literal text in order,
+    each `{expression}` matching any text (the downstream checks the rest)."""
+    parts = re.split(r"\{[^{}]*\}", template)
+    pattern = ".*".join(re.escape(part) for part in parts)
+    return re.fullmatch(pattern, uri, re.DOTALL) is not None
+
+
+def _scopes(source: Source, default: frozenset[str]) -> frozenset[str]:
     return source.scopes if source.scopes is not None else default

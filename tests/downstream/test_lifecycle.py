@@ -215,7 +215,7 @@ async def test_list_changes_followed_at_2026() -> None:
             assert changed["method"] == "notifications/tools/list_changed"
         listed = await client.request("tools/list", {})
         names = {tool["name"] for tool in listed.final["result"]["tools"]}
-        assert names == {"inner_grow", "inner_fresh"}
+        assert names == {"inner_grow", "inner_touch", "inner_fresh"}
         assert (await client.call_tool("inner_fresh", {}))["content"][0]["text"] == "fresh"
 
 
