@@ -93,6 +93,28 @@ class McpMiddleware:
         meter_provider: metrics.MeterProvider | None = None,
         token_verifier: TokenVerifier | None = None,
     ) -> None:
+        try:
+            self._configure(
+                app, server, path, settings, tracer_provider, meter_provider, token_verifier
+            )
+        except (TypeError, ValueError) as refused:
+            # Starlette builds its middleware at the app's first ASGI call, the lifespan
+            # startup, and uvicorn's default `--lifespan auto` takes an exception there for
+            # "no lifespan support" and serves on (every request then fails): this line is
+            # the start-up's only word of why, unless uvicorn runs with `--lifespan on`.
+            logger.error("the MCP endpoint cannot start: %s", refused)
+            raise
+
+    def _configure(
+        self,
+        app: ASGIApp,
+        server: McpServer,
+        path: str | None,
+        settings: McpSettings | None,
+        tracer_provider: trace.TracerProvider | None,
+        meter_provider: metrics.MeterProvider | None,
+        token_verifier: TokenVerifier | None,
+    ) -> None:
         if not isinstance(server, McpServer):
             raise TypeError("server must be an McpServer")
         if settings is not None and not isinstance(settings, McpSettings):

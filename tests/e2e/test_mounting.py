@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -622,3 +624,45 @@ async def test_internal_error_is_a_json_rpc_error_not_a_crash(
     assert response.json()["error"]["code"] == -32603
     assert "boom" not in response.text
     assert any(record.exc_info for record in caplog.records)
+
+
+MISCONFIGURED_APP = """
+from fastapi import FastAPI
+from mcp_asgi import McpMiddleware, McpServer
+
+mcp = McpServer("scoped", default_scopes=["admin"])
+
+@mcp.tool()
+async def secret() -> str:
+    return "s"
+
+app = FastAPI()
+app.add_middleware(McpMiddleware, server=mcp)  # scopes, but authorization off
+"""
+
+
+def test_a_refused_configuration_is_logged_at_start_up_under_lifespan_auto(
+    tmp_path: Any,
+) -> None:
+    """uvicorn's default `--lifespan auto` takes the error of a middleware Starlette builds
+    at the lifespan startup for "lifespan unsupported" and serves on: mcp_asgi's ERROR line
+    still says at start-up why the endpoint cannot start, naming the setting."""
+    (tmp_path / "misconfigured.py").write_text(MISCONFIGURED_APP)
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    command = [sys.executable, "-m", "uvicorn", "misconfigured:app", "--port", "0"]
+    with subprocess.Popen(
+        command, env=env, stderr=subprocess.PIPE, text=True, cwd=tmp_path
+    ) as process:
+        assert process.stderr is not None
+        seen: list[str] = []
+        try:
+            for line in process.stderr:
+                seen.append(line)
+                if "Uvicorn running" in line:
+                    break
+        finally:
+            process.terminate()
+            process.wait(10)
+    refusal = [line for line in seen if "the MCP endpoint cannot start" in line]
+    assert refusal, "".join(seen)
+    assert "auth_resource" in refusal[0]
