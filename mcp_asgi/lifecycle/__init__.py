@@ -9,7 +9,8 @@
     work           RunningWork: the handler, its threads and owned resources
     threads        the worker threads of sync handlers (a cheap pool on asyncio)
     process        ctx.run_process / stream_process; process_group: process groups
-    beside         a cheap one-child task group; lazy_event: an event made on first wait
+    beside         a one-child task group (off asyncio), join (on asyncio)
+    lazy_event     an event made on first wait
     clock          Clock: where deadlines are computed (a fake one in tests)
 
 Imports `mcp_asgi.http` (the reply writer is the scope's write channel) and

@@ -28,7 +28,7 @@ from starlette.types import Scope
 
 from mcp_asgi.auth.principal import principal_key
 from mcp_asgi.limits.bucket import Buckets
-from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, ProtocolError, RequestId
+from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, ProtocolError
 
 Kind = Literal["requests", "listen_streams", "sessions", "tasks"]
 _SETTING: Final[dict[Kind, str]] = {
@@ -51,11 +51,6 @@ class TooManyRequests(ProtocolError):
             {"reason": "rate_limited", "limit": limit, "retryAfter": seconds},
             headers=[(b"retry-after", str(seconds).encode())],
         )
-
-    def for_request(self, request_id: RequestId | None) -> TooManyRequests:
-        """The same refusal, echoing `request_id`."""
-        self.request_id = request_id
-        return self
 
 
 def client_key(asgi_scope: Scope, *, ipv4_prefix: int = 32, ipv6_prefix: int = 64) -> str:

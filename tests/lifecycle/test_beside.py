@@ -1,7 +1,7 @@
-"""`beside` (the request's watcher task: a native task on asyncio, an anyio task group on
-other loops) and whole requests under trio, with scripted receive/send (no sockets).
+"""`beside` (the request's watcher beside its handler off asyncio: a task group with one
+child) and whole requests under trio, with scripted receive/send (no sockets).
 
-Every test runs on asyncio and on trio; the task-group path is also forced on asyncio.
+Every test runs on asyncio and on trio.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from mcp_asgi import CancelReason
-from mcp_asgi.lifecycle.beside import Beside, GroupBeside, beside
+from mcp_asgi.lifecycle.beside import Beside, beside
 
 from ..helpers import Otel, Wire, wire_for
 from ..servers import Seen, scripted_app
@@ -23,13 +23,13 @@ from ..servers import Seen, scripted_app
 Make = Callable[..., Beside]
 _var: contextvars.ContextVar[str] = contextvars.ContextVar("_var", default="unset")
 
-pytestmark = pytest.mark.both_loops  # `beside` takes a different path on each loop
+pytestmark = pytest.mark.both_loops  # the scope runs its handler differently on each loop
 
 
-@pytest.fixture(params=["auto", "group"])
-def make(request: pytest.FixtureRequest) -> Make:
-    """`beside` itself, and the task-group path forced (on asyncio too)."""
-    return beside if request.param == "auto" else GroupBeside
+@pytest.fixture
+def make() -> Make:
+    """`beside` (the request scope's on trio; checked on asyncio too)."""
+    return beside
 
 
 def leaves(exc: BaseException | None) -> list[type[BaseException]]:
@@ -69,24 +69,6 @@ async def test_leaving_the_block_waits_for_the_child(make: Make) -> None:
         async with make(child):
             events.append("body")
     assert events == ["body", "child"]
-
-
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_on_asyncio_a_child_cancelled_before_the_body_suspends_never_runs() -> None:
-    """A quick body that cancels its child before ever letting the loop run (a handler
-    that answers at once, then stops its watcher): the child never runs. (In a task group
-    it runs until its first checkpoint.)"""
-    events: list[str] = []
-
-    async def child() -> None:
-        events.append("child")
-
-    with anyio.fail_after(5):
-        async with beside(child) as running:
-            events.append("body")
-            running.cancel()
-    await anyio.sleep(0.01)
-    assert events == ["body"]
 
 
 async def test_cancel_stops_the_child(make: Make) -> None:
