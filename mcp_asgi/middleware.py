@@ -37,7 +37,7 @@ from mcp_asgi.http.reply import ReplyWriter, dump, send_json
 from mcp_asgi.inflight import InFlight
 from mcp_asgi.legacy import LegacyEndpoint, is_legacy, is_session_request
 from mcp_asgi.lifecycle.clock import loop_clock
-from mcp_asgi.limits import AuthFailures, ClientLimits
+from mcp_asgi.limits import AuthFailures, ClientLimits, TooManyRequests
 from mcp_asgi.protocol import jsonrpc
 from mcp_asgi.protocol.headers import header
 from mcp_asgi.protocol.jsonrpc import (
@@ -407,6 +407,8 @@ class McpMiddleware:
             headers = [(b"allow", b"POST")] if error.http_status == 405 else error.headers
             if isinstance(error, AuthError):
                 self._telemetry.auth_failed(error.reason)
+            elif isinstance(error, TooManyRequests):
+                self._telemetry.limited(error.limit)
             request_id = (
                 error.request_id
                 if error.request_id is not None

@@ -51,6 +51,8 @@ class TooManyRequests(ProtocolError):
             {"reason": "rate_limited", "limit": limit, "retryAfter": seconds},
             headers=[(b"retry-after", str(seconds).encode())],
         )
+        self.limit = limit
+        """The setting whose limit was reached (`rate_limit`, `max_requests_per_client`, ...)."""
 
 
 def client_key(asgi_scope: Scope, *, ipv4_prefix: int = 32, ipv6_prefix: int = 64) -> str:

@@ -43,6 +43,7 @@ class Instruments:
         "cancel_latency",
         "cancellations",
         "duration",
+        "limits_refused",
         "orphans",
         "tasks_active",
         "tasks_ended",
@@ -69,6 +70,11 @@ class Instruments:
             a.AUTH_FAILURES,
             unit="{request}",
             description="Requests refused by authorization (401, 403, 400, 503), by reason.",
+        )
+        self.limits_refused = meter.create_counter(
+            a.LIMITS_REFUSED,
+            unit="{request}",
+            description="Requests answered 429 by a per-client limit, by the limit's setting.",
         )
         self.tasks_active = _tasks_active(meter)
         self.tasks_ended = meter.create_counter(

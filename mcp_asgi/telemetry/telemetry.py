@@ -101,6 +101,13 @@ class Telemetry:
         except Exception:
             self.failed()
 
+    def limited(self, limit: str) -> None:
+        """Count a request answered 429 (`mcp_asgi.limits.refused`, by the limit's setting)."""
+        try:
+            self.instruments.limits_refused.add(1, {a.LIMIT: limit})
+        except Exception:
+            self.failed()
+
     def rejected(self, asgi_scope: Scope, message: IncomingMessage, error: McpError) -> None:
         """Emit a short span for a request whose method was readable but that validation
         rejected (protocol version, `_meta`, unknown method, header mismatch)."""

@@ -13,11 +13,12 @@ from starlette.authentication import SimpleUser
 
 from mcp_asgi import McpSettings
 from mcp_asgi.limits import ClientLimits, TooManyRequests, client_key
+from mcp_asgi.telemetry import names as a
 from mcp_asgi.testing import McpResponse, McpTestClient, serve
 
 from ..auth.apps import Ran
 from ..auth.test_host_identity import host_authenticated
-from ..helpers import Clock, Probe
+from ..helpers import Clock, Otel, Probe
 from ..servers import LATEST, LegacyClient, legacy_app
 from .apps import Seen, limits_app, read_all, status_of
 
@@ -33,15 +34,18 @@ def assert_refused(response: McpResponse, limit: str) -> None:
     assert error["data"]["limit"] == limit
 
 
-async def test_a_client_over_its_rate_is_told_when_to_come_back() -> None:
-    """rate_limit=1, burst 3: three calls pass, the fourth is 429 with Retry-After."""
-    with serve(limits_app(Seen(), rate_limit=1.0, rate_limit_burst=3)) as live:
+async def test_a_client_over_its_rate_is_told_when_to_come_back(otel: Otel) -> None:
+    """rate_limit=1, burst 3: three calls pass, the fourth is 429 with Retry-After, counted
+    by `mcp_asgi.limits.refused` under the limit's setting."""
+    with serve(limits_app(Seen(), otel, rate_limit=1.0, rate_limit_burst=3)) as live:
         client = McpTestClient(live.url + "/mcp")
         for _ in range(3):
             assert await client.call_tool("echo", {"text": "hi"}) is not None
         response = await client.request("tools/call", {"name": "echo", "arguments": {"text": "x"}})
     assert_refused(response, "rate_limit")
     assert response.final["id"] is None  # refused before the body was read
+    assert otel.total(a.LIMITS_REFUSED) == 1
+    assert otel.total(a.LIMITS_REFUSED, {a.LIMIT: "rate_limit"}) == 1
 
 
 async def test_requests_in_flight_are_bounded_per_client() -> None:
