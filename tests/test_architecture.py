@@ -74,7 +74,7 @@ def test_contract_counts_type_checking_imports(tmp_path: Path) -> None:
 def test_contract_forbids_the_root_package_inside(tmp_path: Path) -> None:
     out = lint_copy(tmp_path, "http/reply.py", "import mcp_asgi")
     line = appended_line(tmp_path, "http/reply.py")
-    assert "nothing inside the package imports the old-path shims or the root package BROKEN" in out
+    assert "nothing inside the package imports the root package (its re-exports) BROKEN" in out
     assert f"mcp_asgi.http.reply -> mcp_asgi (l.{line})" in out
 
 

@@ -32,7 +32,7 @@ def public_paths() -> dict[str, str]:
     """Each public name and the one import path it is documented under."""
     paths = {name: f"mcp_asgi.{name}" for name in mcp_asgi.__all__ if name != "__version__"}
     paths.update({name: f"mcp_asgi.testing.{name}" for name in mcp_asgi.testing.__all__})
-    paths["RedisBus"] = "mcp_asgi.redis_bus.RedisBus"
+    paths["RedisBus"] = "mcp_asgi.bus.redis.RedisBus"
     return paths
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
+
+import pytest
 
 import mcp_asgi
 from mcp_asgi import McpMiddleware, McpServer
@@ -95,3 +98,20 @@ def test_version_is_a_string() -> None:
     """`__version__` is a non-empty version string."""
     assert isinstance(mcp_asgi.__version__, str)
     assert mcp_asgi.__version__
+
+
+@pytest.mark.parametrize(
+    "old",
+    [
+        "mcp_asgi.cancel",
+        "mcp_asgi.context",
+        "mcp_asgi.jsonrpc",
+        "mcp_asgi.scope",
+        "mcp_asgi.redis_bus",
+    ],
+)
+def test_no_old_import_paths(old: str) -> None:
+    """The never-released library keeps no module that only re-exports another's names
+    (docs/architecture.md says where each went)."""
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)

@@ -3,7 +3,7 @@
 `server.notify_tools_changed()` and friends publish a `ChangeEvent`; every
 `subscriptions/listen` stream holds a subscription and receives the events it opted into.
 The default bus is in-process; a bus shared by several processes or replicas
-(`mcp_asgi.redis_bus.RedisBus`) implements the same protocol.
+(`mcp_asgi.bus.redis.RedisBus`) implements the same protocol.
 
 Subscribers live on one event loop. `publish_nowait` may be called from any thread (a
 sync route or tool running in a worker thread): the delivery is handed to that loop.

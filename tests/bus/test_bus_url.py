@@ -9,7 +9,7 @@ import pytest
 
 from mcp_asgi import McpServer, McpSettings
 from mcp_asgi.bus import InProcessBus
-from mcp_asgi.redis_bus import RedisBus
+from mcp_asgi.bus.redis import RedisBus
 
 from ..helpers import mcp_app
 

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from mcp_asgi.bus import ChangeEvent
-from mcp_asgi.redis_bus import RedisBus, bus_from_url
+from mcp_asgi.bus.redis import RedisBus, bus_from_url
 from mcp_asgi.testing import McpStream, McpTestClient
 
 from ..helpers import Otel, eventually, next_message, trigger
