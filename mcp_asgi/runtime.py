@@ -71,7 +71,7 @@ class RequestRuntime:
             timeout=None
             if listen
             else shortest(settings.max_request_duration, server.timeout_for(request)),
-            keepalive_interval=settings.keepalive_interval,
+            keepalive_interval=settings.keepalive_interval or 0,  # RequestScope's 0: none
             cancel_on_disconnect=cancel_on_disconnect,
             on_server_end=server.subscriptions.server_end(request) if listen else None,
             started=started,
@@ -151,7 +151,7 @@ def result_options(settings: McpSettings, *, private: bool = False) -> ResultOpt
     endpoint authenticates, so list results are never shared between callers)."""
     return ResultOptions(
         page_size=settings.page_size,
-        ttl_ms=settings.list_ttl_ms,
+        ttl_ms=round(settings.list_ttl * 1000),
         cache_scope="private" if private else settings.cache_scope,
         listen_max_duration=settings.listen_max_duration,
     )

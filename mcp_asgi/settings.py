@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Final, Literal
+import os
+from typing import Annotated, Any, Final, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
@@ -45,8 +46,10 @@ class McpSettings(BaseSettings):
     response_mode: ResponseMode = Field(
         default="auto", description="'auto' answers JSON unless the handler streams or is slow."
     )
-    keepalive_interval: float = Field(
-        default=15.0, ge=0, description="Seconds between SSE keep-alive comments; 0 disables."
+    keepalive_interval: float | None = Field(
+        default=15.0,
+        gt=0,
+        description="Seconds between SSE keep-alive comments; None (env: 'none') for none.",
     )
     max_request_duration: float | None = Field(
         default=300.0,
@@ -68,7 +71,11 @@ class McpSettings(BaseSettings):
         default=False, description="Record tool arguments and results on spans (sensitive)."
     )
     page_size: int = Field(default=100, gt=0, description="Items per page of list results.")
-    list_ttl_ms: int = Field(default=0, ge=0, description="ttlMs of list and discover results.")
+    list_ttl: float = Field(
+        default=0,
+        ge=0,
+        description="Seconds list and discover results may be cached (their ttlMs); 0: none.",
+    )
     cache_scope: Literal["public", "private"] = Field(
         default="public",
         description="cacheScope of cacheable results; 'private' when they depend on who asks.",
@@ -465,6 +472,24 @@ class McpSettings(BaseSettings):
         _accepted_types(value)
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        """A setting given by an old name (argument or MCP_* variable) is refused, naming
+        the new one: a silently ignored setting is a hole."""
+        for old, new in RENAMED.items():
+            variable = f"MCP_{old.upper()}"
+            if (isinstance(data, dict) and old in data) or variable in os.environ:
+                raise ValueError(f"{old} ({variable}) was renamed {new}")
+        return data
+
+    @field_validator("keepalive_interval", mode="before")
+    @classmethod
+    def _keepalive_off_is_none(cls, value: object) -> object:
+        if isinstance(value, (int, float, str)) and str(value).strip() in ("0", "0.0"):
+            raise ValueError("keepalive_interval: None turns keep-alives off ('none' from env)")
+        return value
+
     @model_validator(mode="after")
     def _redis_timeout_within_deadline(self) -> McpSettings:
         deadline = self.max_request_duration
@@ -563,6 +588,7 @@ class McpSettings(BaseSettings):
         "auth_introspection_url",
         "auth_client_id",
         "auth_failure_rate",
+        "keepalive_interval",
         mode="before",
     )
     @classmethod
@@ -570,6 +596,10 @@ class McpSettings(BaseSettings):
         if isinstance(value, str) and value.strip().lower() in ("", "none", "null"):
             return None
         return value
+
+
+RENAMED: Final = {"list_ttl_ms": "list_ttl, in seconds (MCP_LIST_TTL)"}
+"""Old setting names and what replaced them: refused with that hint, never ignored."""
 
 
 def _is_origin(value: str) -> bool:

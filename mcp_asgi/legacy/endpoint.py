@@ -120,7 +120,7 @@ class LegacyEndpoint:
         self._max_info = settings.max_client_info_bytes
         self._open_scope = open_scope
         self._dispatch = dispatch
-        self._keepalive = settings.keepalive_interval
+        self._keepalive = settings.keepalive_interval or 0  # 0: none
         self._disconnect_cancels = settings.legacy_disconnect_cancels
         self._store = store if store is not None else MemoryStore()
         self._replies = Replies(self._store)

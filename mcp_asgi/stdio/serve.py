@@ -50,7 +50,7 @@ async def serve_stdio(
     `max_body_bytes` (the longest line), `max_json_values` (the most values on a line),
     `max_threads`,
     `progress_min_interval`, `process_kill_grace`, `record_arguments`, `page_size`,
-    `list_ttl_ms`, `cache_scope`, `request_state_key`/`_ttl` and `listen_max_duration`.
+    `list_ttl`, `cache_scope`, `request_state_key`/`_ttl` and `listen_max_duration`.
     HTTP settings (path, origins, authorization) do not apply.
     """
     if not isinstance(server, McpServer):

@@ -666,3 +666,27 @@ def test_a_refused_configuration_is_logged_at_start_up_under_lifespan_auto(
     refusal = [line for line in seen if "the MCP endpoint cannot start" in line]
     assert refusal, "".join(seen)
     assert "auth_resource" in refusal[0]
+
+
+def test_an_old_setting_name_is_refused_naming_the_new(clean_env: pytest.MonkeyPatch) -> None:
+    """`list_ttl_ms` (milliseconds, the one setting not in seconds) became `list_ttl`: the old
+    name, as an argument or an MCP_* variable, is refused with the new one, never ignored."""
+    with pytest.raises(ValueError, match=r"list_ttl_ms \(MCP_LIST_TTL_MS\) was renamed list_ttl"):
+        McpSettings(list_ttl_ms=5000)  # type: ignore[call-arg]
+    clean_env.setenv("MCP_LIST_TTL_MS", "5000")
+    with pytest.raises(ValueError, match="was renamed list_ttl, in seconds"):
+        McpSettings()
+    clean_env.delenv("MCP_LIST_TTL_MS")
+    clean_env.setenv("MCP_LIST_TTL", "1.5")
+    assert McpSettings().list_ttl == 1.5
+
+
+@pytest.mark.parametrize("off", [0, 0.0, "0"])
+def test_keepalives_are_off_with_none_only(clean_env: pytest.MonkeyPatch, off: object) -> None:
+    """ "Off" is None in every setting: keepalive_interval=0 is refused saying so; None (and
+    'none' from the environment) turns keep-alives off."""
+    with pytest.raises(ValueError, match="None turns keep-alives off"):
+        McpSettings(keepalive_interval=off)  # type: ignore[arg-type]
+    assert McpSettings(keepalive_interval=None).keepalive_interval is None
+    clean_env.setenv("MCP_KEEPALIVE_INTERVAL", "none")
+    assert McpSettings().keepalive_interval is None

@@ -258,7 +258,7 @@ async def test_undeclared_capability_is_32021(
 async def test_resources_read_and_prompts_get_can_ask_and_retries_are_not_cached() -> None:
     """MRTR on resources/read and prompts/get; no cache hints on input_required, ttlMs 0 on
     the retry's result."""
-    with serving(build_app(build_server(), list_ttl_ms=60_000), capabilities=ELICIT) as client:
+    with serving(build_app(build_server(), list_ttl=60), capabilities=ELICIT) as client:
         secret = {"uri": "res://secret"}
         first = await ask(client, "resources/read", secret)
         assert first["resultType"] == "input_required"

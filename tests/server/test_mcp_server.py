@@ -198,7 +198,7 @@ async def test_discover_advertises_only_what_is_registered() -> None:
     async def noop() -> None:
         """Nothing."""
 
-    result = await result_of(make_app(server, list_ttl_ms=60_000), "server/discover")
+    result = await result_of(make_app(server, list_ttl=60), "server/discover")
     assert result["capabilities"] == {"logging": {}, "tools": {"listChanged": True}}
     assert "instructions" not in result
     assert result["ttlMs"] == 60_000
@@ -207,7 +207,7 @@ async def test_discover_advertises_only_what_is_registered() -> None:
 @pytest.mark.parametrize("method", ["server/discover", "tools/list"])
 async def test_cache_scope_setting(method: str) -> None:
     """`cache_scope="private"` marks cacheable results private, for per-user lists."""
-    result = await result_of(make_app(cache_scope="private", list_ttl_ms=5_000), method)
+    result = await result_of(make_app(cache_scope="private", list_ttl=5), method)
     assert result["cacheScope"] == "private"
     assert result["ttlMs"] == 5_000
 
