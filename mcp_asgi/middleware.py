@@ -159,9 +159,8 @@ class McpMiddleware:
         self._store = store_from_url(  # with the Redis bus: shared by replicas
             settings.bus_url, timeout=settings.redis_timeout, retry_max=settings.redis_retry_max
         )
-        self._tasks = TaskSupervisor(
-            server, TaskRegistry(self._store), settings, self._telemetry, options, runtime
-        )
+        registry = TaskRegistry(self._store, on_status=server.subscriptions.task_changed)
+        self._tasks = TaskSupervisor(server, registry, settings, self._telemetry, options, runtime)
         self._modern = ModernEndpoint(
             server,
             inflight=self._inflight,

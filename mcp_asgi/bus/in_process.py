@@ -26,25 +26,31 @@ from anyio.lowlevel import EventLoopToken
 from mcp_asgi._loggers import bus_logger as logger
 
 ChangeKind = Literal[
-    "tools_list_changed", "prompts_list_changed", "resources_list_changed", "resource_updated"
+    "tools_list_changed",
+    "prompts_list_changed",
+    "resources_list_changed",
+    "resource_updated",
+    "task_status",
 ]
 CHANGE_KINDS: tuple[ChangeKind, ...] = (
     "tools_list_changed",
     "prompts_list_changed",
     "resources_list_changed",
     "resource_updated",
+    "task_status",
 )
 
 
 @dataclass(frozen=True, slots=True)
 class ChangeEvent:
-    """One change: a list changed, or the resource at `uri` was updated."""
+    """One change: a list changed, the resource at `uri` was updated, or the status of the
+    task whose id is `uri` changed."""
 
     kind: ChangeKind
-    """`tools_list_changed`, `prompts_list_changed`, `resources_list_changed` or
-    `resource_updated`."""
+    """`tools_list_changed`, `prompts_list_changed`, `resources_list_changed`,
+    `resource_updated` or `task_status`."""
     uri: str | None = None
-    """The updated resource's URI (`resource_updated` only)."""
+    """The updated resource's URI (`resource_updated`), the task's id (`task_status`)."""
 
 
 class NotificationBus(Protocol):
@@ -158,6 +164,10 @@ LIST_CHANGED_GAP: Final = 0.1
 """Least seconds between two events of one list-changed kind handed to one subscriber."""
 
 
+_UNTHROTTLED: Final = frozenset({"resource_updated", "task_status"})
+"""Kinds handed out as soon as they come: one event per URI or task, not per kind."""
+
+
 class Mailbox:
     """One subscriber's pending events, iterated in the order they were first published.
 
@@ -165,7 +175,11 @@ class Mailbox:
     updated URI) is pending at most once: a burst of one change is one event. A
     list-changed kind is also handed out at most once every `LIST_CHANGED_GAP` seconds;
     what comes meanwhile waits as that one pending event. So the last change is always
-    followed by an event, and a burst over time becomes a few."""
+    followed by an event, and a burst over time becomes a few.
+
+    A task's status event is pending at most once per task (the listener reads the latest
+    status when it takes it) and is never dropped for `buffer`: so a task's terminal status
+    always reaches a listener; there are at most as many as tasks kept."""
 
     __slots__ = ("_buffer", "_closed", "_next", "_pending", "_wake")
 
@@ -199,7 +213,7 @@ class Mailbox:
         if self._closed:
             return True
         if event not in self._pending:
-            if len(self._pending) >= self._buffer:
+            if len(self._pending) >= self._buffer and event.kind != "task_status":
                 return False
             self._pending[event] = None
             self._wake.set()
@@ -216,7 +230,7 @@ class Mailbox:
                 at = self._next.get(event.kind, now)
                 if at <= now:
                     del self._pending[event]
-                    if event.kind != "resource_updated":
+                    if event.kind not in _UNTHROTTLED:
                         self._next[event.kind] = now + LIST_CHANGED_GAP
                     return event
                 due = min(due, at)

@@ -13,7 +13,7 @@ from mcp_asgi.legacy.sessions import LegacySession
 from mcp_asgi.protocol import jsonrpc
 from mcp_asgi.protocol.jsonrpc import JsonObject
 
-_METHODS: Final[dict[ChangeKind, str]] = {
+_METHODS: Final[dict[ChangeKind, str]] = {  # (task status: 2026-07-28 listen streams only)
     "tools_list_changed": "notifications/tools/list_changed",
     "prompts_list_changed": "notifications/prompts/list_changed",
     "resources_list_changed": "notifications/resources/list_changed",
@@ -23,6 +23,8 @@ _METHODS: Final[dict[ChangeKind, str]] = {
 
 def notification(event: ChangeEvent, session: LegacySession) -> JsonObject | None:
     """The notification for `event` on this session's stream; None when it did not ask."""
+    if event.kind not in _METHODS:
+        return None
     if event.kind == "resource_updated":
         if event.uri is None or event.uri not in session.subscriptions:
             return None

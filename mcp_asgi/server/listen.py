@@ -4,7 +4,8 @@ A listen request is served by an ordinary `RequestScope`, so its stream is cance
 cleaned up like any other request. The stream::
 
     notifications/subscriptions/acknowledged      (the honoured subset of the filter)
-    notifications/{tools,prompts,resources}/list_changed, notifications/resources/updated
+    notifications/{tools,prompts,resources}/list_changed, notifications/resources/updated,
+    notifications/tasks (a watched task's DetailedTask, at each status change)
     ...                                           (only the opted-in kinds, each tagged)
     the subscriptions/listen result               (only when the server ends the stream)
 
@@ -21,8 +22,8 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
 from starlette.types import Scope
@@ -57,7 +58,20 @@ _METHODS: Final[dict[ChangeKind, str]] = {
     "prompts_list_changed": "notifications/prompts/list_changed",
     "resources_list_changed": "notifications/resources/list_changed",
     "resource_updated": "notifications/resources/updated",
+    "task_status": "notifications/tasks",
 }
+
+
+class TaskWatch(Protocol):
+    """What a listen stream needs of the Tasks extension to watch tasks."""
+
+    async def accept(self, task_ids: tuple[str, ...]) -> tuple[str, ...]:
+        """The ids of `task_ids` the listener may watch (its own tasks)."""
+        ...
+
+    async def detailed(self, task_id: str) -> JsonObject | None:
+        """The task's `DetailedTask`, as `tasks/get` answers it (None: gone)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +82,7 @@ class SubscriptionFilter:
     prompts: bool = False
     resources: bool = False
     uris: tuple[str, ...] = ()
+    task_ids: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, params: Mapping[str, Any], request_id: RequestId) -> SubscriptionFilter:
@@ -85,11 +100,16 @@ class SubscriptionFilter:
         if not isinstance(uris, list) or not all(isinstance(u, str) and u for u in uris):
             raise _invalid(request_id, "notifications.resourceSubscriptions must be URI strings")
         unique = tuple(dict.fromkeys(uris))[:MAX_RESOURCE_SUBSCRIPTIONS]
-        return cls(uris=unique, **flags)
+        task_ids = raw.get("taskIds", [])
+        if not isinstance(task_ids, list) or not all(isinstance(t, str) and t for t in task_ids):
+            raise _invalid(request_id, "notifications.taskIds must be task id strings")
+        tasks = tuple(dict.fromkeys(task_ids))[:MAX_RESOURCE_SUBSCRIPTIONS]
+        return cls(uris=unique, task_ids=tasks, **flags)
 
     def honoured(self, capabilities: Mapping[str, Any]) -> SubscriptionFilter:
         """The subset this server delivers: families it advertises with listChanged, and
-        resource updates when it advertises `resources.subscribe`."""
+        resource updates when it advertises `resources.subscribe` (task ids: none; the
+        Tasks extension accepts them, `TaskWatch.accept`)."""
 
         def flag(family: str, key: str) -> bool:
             cap = capabilities.get(family)
@@ -102,6 +122,10 @@ class SubscriptionFilter:
             uris=self.uris if flag("resources", "subscribe") else (),
         )
 
+    async def watching(self, tasks: TaskWatch | None, asked: tuple[str, ...]) -> SubscriptionFilter:
+        """This filter with the task ids of `asked` that `tasks` accepts."""
+        return replace(self, task_ids=await tasks.accept(asked) if tasks and asked else ())
+
     def to_json(self) -> JsonObject:
         """The filter as the acknowledgment carries it (only what is honoured)."""
         out: JsonObject = {}
@@ -110,6 +134,8 @@ class SubscriptionFilter:
                 out[key] = True
         if self.uris:
             out["resourceSubscriptions"] = list(self.uris)
+        if self.task_ids:
+            out["taskIds"] = list(self.task_ids)
         return out
 
     def wants(self, event: ChangeEvent) -> bool:
@@ -118,6 +144,8 @@ class SubscriptionFilter:
         if event.kind == "resource_updated":
             uri = event.uri or ""
             return any(uri == s or uri.startswith(s.rstrip("/") + "/") for s in self.uris)
+        if event.kind == "task_status":
+            return event.uri in self.task_ids
         return bool(getattr(self, event.kind.split("_", 1)[0]))
 
 
@@ -127,6 +155,20 @@ def notification(event: ChangeEvent, subscription_id: RequestId) -> JsonObject:
     if event.kind == "resource_updated":
         params["uri"] = event.uri
     return jsonrpc.notification(_METHODS[event.kind], params)
+
+
+async def _message(
+    event: ChangeEvent, subscription_id: RequestId, tasks: TaskWatch | None
+) -> JsonObject | None:
+    """The notification for a wanted `event`: a task's carries its DetailedTask, read
+    now (the latest status; None when the task is gone)."""
+    if event.kind != "task_status":
+        return notification(event, subscription_id)
+    detailed = None if tasks is None or event.uri is None else await tasks.detailed(event.uri)
+    if detailed is None:
+        return None
+    detailed["_meta"] = {SUBSCRIPTION_ID: subscription_id}
+    return jsonrpc.notification(_METHODS[event.kind], detailed)
 
 
 def final_result(subscription_id: RequestId) -> JsonObject:
@@ -193,6 +235,11 @@ class Subscriptions:
             raise RuntimeError("cannot change the bus while listen streams are open")
         self.bus = bus
 
+    def task_changed(self, task_id: str) -> None:
+        """A task's status changed (its record is written): tell the listeners watching it,
+        on every replica the bus reaches."""
+        self.changed(ChangeEvent("task_status", task_id))
+
     def changed(self, event: ChangeEvent) -> None:
         """A registration changed (sync, any thread): announce it without waiting."""
         try:
@@ -223,13 +270,16 @@ class Subscriptions:
         ctx: Context,
         capabilities: Mapping[str, Any],
         max_duration: float | None = None,
+        tasks: TaskWatch | None = None,
     ) -> JsonObject:
         """Run one listen stream until the server ends it (the client ending it cancels
-        this coroutine)."""
-        wanted = SubscriptionFilter.parse(request.params, request.id).honoured(capabilities)
+        this coroutine); `tasks` accepts and describes the tasks it may watch."""
+        asked = SubscriptionFilter.parse(request.params, request.id)
         request_scope = ctx._request_scope
         subscription_id = request.id
         async with self.bus.subscribe() as events, self._open() as stream:
+            # accepted once subscribed: a status change meanwhile is heard
+            wanted = await asked.honoured(capabilities).watching(tasks, asked.task_ids)
             ack: JsonObject = {"_meta": {SUBSCRIPTION_ID: subscription_id}}
             ack["notifications"] = wanted.to_json()
             await request_scope.write(
@@ -238,8 +288,11 @@ class Subscriptions:
             limit = math.inf if max_duration is None else max_duration
             with stream.closer, anyio.move_on_after(limit):
                 async for event in events:
-                    if wanted.wants(event):
-                        await request_scope.write(notification(event, subscription_id))
+                    if not wanted.wants(event):
+                        continue
+                    message = await _message(event, subscription_id, tasks)
+                    if message is not None:
+                        await request_scope.write(message)
         return final_result(subscription_id)
 
     @asynccontextmanager

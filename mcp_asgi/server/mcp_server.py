@@ -27,7 +27,7 @@ from mcp_asgi.protocol.request import (
 )
 from mcp_asgi.server.changes import ChangeNotifications
 from mcp_asgi.server.context import Context
-from mcp_asgi.server.listen import LISTEN, Subscriptions
+from mcp_asgi.server.listen import LISTEN, Subscriptions, TaskWatch
 from mcp_asgi.server.methods import Methods, ResultOptions
 from mcp_asgi.server.registry import Registry
 from mcp_asgi.server.scopes import check_scopes
@@ -273,8 +273,18 @@ class McpServer(Registry, Methods, ChangeNotifications):
         return result
 
     async def _listen(
-        self, request: McpRequest, ctx: Context, options: ResultOptions
+        self,
+        request: McpRequest,
+        ctx: Context,
+        options: ResultOptions,
+        tasks: TaskWatch | None = None,
     ) -> JsonObject:
         return await self.subscriptions.serve(
-            request, ctx, self.capabilities(), options.listen_max_duration
+            request, ctx, self.capabilities(), options.listen_max_duration, tasks
         )
+
+    async def listen(
+        self, request: McpRequest, ctx: Context, options: ResultOptions, tasks: TaskWatch
+    ) -> JsonObject:
+        """A `subscriptions/listen` stream that may also watch the tasks `tasks` accepts."""
+        return await self._listen(request, ctx, options, tasks)

@@ -14,6 +14,9 @@
         task its principal owns (-32602 for an unknown, expired or another's id); a
         `tasks/get` answer with a result counts one more request against the client's
         rate per full 64 KiB of it (`ClientLimits.charge`)
+    subscriptions/listen (declaring the extension)
+        the server's listen stream, also watching the `taskIds` the caller owns
+        (`watch.TaskWatch`): a `notifications/tasks` at each of their status changes
 
 Every answer is `resultType: "complete"` except `CreateTaskResult` (`"task"`).
 """
@@ -41,10 +44,12 @@ from mcp_asgi.protocol.jsonrpc import (
 )
 from mcp_asgi.protocol.request import TASKS_EXTENSION, McpRequest
 from mcp_asgi.server.context import Context
+from mcp_asgi.server.listen import LISTEN
 from mcp_asgi.server.mcp_server import SERVER_INFO_KEY, McpServer, ResultOptions
 from mcp_asgi.store import StoreUnavailable
 from mcp_asgi.tasks.record import TaskRecord
 from mcp_asgi.tasks.supervisor import TaskSupervisor
+from mcp_asgi.tasks.watch import TaskWatch
 
 Method = Callable[[McpRequest, Context, ResultOptions], Awaitable[JsonObject]]
 
@@ -103,6 +108,11 @@ class TaskMethods:
                 r, ctx, options, asgi_scope, body, inputs, client
             )
         owner = _owner(asgi_scope)
+        if method == LISTEN:  # may watch the caller's tasks (the client declares tasks)
+            if not declares_tasks(request) or not self._server.has_tasks:
+                return None
+            watch = TaskWatch(self._supervisor.registry, owner)
+            return lambda r, ctx, options: self._server.listen(r, ctx, options, watch)
         if method == "tasks/get":
             return lambda r, ctx, options: self._get(r, owner, self._limits.key(asgi_scope))
         if method == "tasks/update":

@@ -3,6 +3,8 @@
     create   set_if(task:<id>, expected=None): durable before the CreateTaskResult
     find     get; a record whose lease ran out while it was running ends `failed` here
     change   get ─► edit ─► set_if(expected=what was read), again until it holds
+    on_status  called with a task's id once a write changed its status (or created it):
+             the server's bus tells the listen streams watching it, on every replica
     signal   publish on the worker's channel (task-worker:<worker>): a hint only — the
              worker re-reads the record at every lease renewal, so a lost one costs a delay
 
@@ -36,18 +38,35 @@ def worker_channel(worker: str) -> str:
 
 
 class TaskRegistry:
-    """Reads and changes task records in `store`; `clock` is wall-clock seconds."""
+    """Reads and changes task records in `store`; `clock` is wall-clock seconds;
+    `on_status(task_id)` hears every status a write gives a task."""
 
-    def __init__(self, store: StateStore, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: StateStore,
+        *,
+        clock: Callable[[], float] = time.time,
+        on_status: Callable[[str], None] | None = None,
+    ) -> None:
         self.store = store
         self.clock = clock
+        self.on_status = on_status
+
+    def _status_changed(self, task_id: str) -> None:
+        if self.on_status is not None:
+            self.on_status(task_id)
 
     async def create(self, record: TaskRecord) -> bool:
         """Store a new task (False if its id is taken, or its TTL already ended)."""
         ttl = record.remaining(self.clock())
         if ttl is not None and ttl <= 0:
             return False
-        return await self.store.set_if(_key(record.id), record.to_bytes(), expected=None, ttl=ttl)
+        created = await self.store.set_if(
+            _key(record.id), record.to_bytes(), expected=None, ttl=ttl
+        )
+        if created:
+            self._status_changed(record.id)
+        return created
 
     async def load(self, task_id: str) -> TaskRecord | None:
         """The record as stored, or None (unknown, or past its TTL)."""
@@ -87,6 +106,8 @@ class TaskRegistry:
                 await self.store.delete(key)
                 return None
             if await self.store.set_if(key, record.to_bytes(), expected=raw, ttl=ttl):
+                if record.status != status:
+                    self._status_changed(task_id)
                 return record
         raise RuntimeError(f"task record kept changing under {_ATTEMPTS} writes")
 

@@ -41,6 +41,22 @@ async def test_a_slow_subscriber_loses_the_overflow(caplog: pytest.LogCaptureFix
     assert any("too slow" in r.getMessage() for r in caplog.records)
 
 
+async def test_a_task_status_is_never_lost_to_the_overflow() -> None:
+    """A task's status event is kept past `buffer` (so its terminal status arrives), once
+    per task however often it is published."""
+    bus = InProcessBus(buffer=1)
+    task = ChangeEvent("task_status", "t1")
+    async with bus.subscribe() as events:
+        await bus.publish(TOOLS)
+        await bus.publish(task)
+        await bus.publish(task)
+        await bus.publish(PROMPTS)  # the overflow (dropped)
+        got = [await events.__anext__(), await events.__anext__()]
+        with pytest.raises(anyio.WouldBlock):
+            events.receive_nowait()  # type: ignore[attr-defined]
+    assert got == [TOOLS, task]
+
+
 async def test_publish_nowait_from_another_thread_is_handed_to_the_loop() -> None:
     """A registration in a worker thread reaches subscribers on the event loop."""
     bus = InProcessBus()

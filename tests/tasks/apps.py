@@ -87,6 +87,15 @@ def task_server(seen: Seen | None = None) -> McpServer:
         second = await ctx.elicit("Really sure?", CONFIRM, key="second")
         return f"{label}: {first.action}, {second.action}"
 
+    @server.tool(task="required")
+    async def gated(label: str, ctx: Context) -> str:
+        """A task that asks to go on, then waits until the test opens `seen.event(label)`"""
+        await ctx.start_task()
+        answer = await ctx.elicit("Go on?", CONFIRM, key="go")
+        gate = seen.event(label)  # the test opens it, from its own thread
+        await anyio.to_thread.run_sync(gate.wait, abandon_on_cancel=True)
+        return f"{label}: {answer.action}"
+
     @server.tool(task="optional")
     async def sample_later(ctx: Context) -> str:
         """Asks for a sampling the creating request did not declare"""

@@ -1,4 +1,5 @@
-"""A real redis-server, and two uvicorn replicas of the task app sharing it."""
+"""The task app on a live uvicorn (`url`, with what its handlers saw: `seen`); a real
+redis-server, and two uvicorn replicas of the task app sharing it."""
 
 from __future__ import annotations
 
@@ -9,10 +10,25 @@ from pathlib import Path
 
 import pytest
 
+from mcp_asgi.testing import serve
+
 from ..servers import RedisServer, Worker
+from .apps import Seen, task_app
 
 WORKER_APP = "tests.tasks.worker_app:app"
 LEASE = "1.5"  # seconds: a renewal (and a look at the store) every half second
+
+
+@pytest.fixture
+def seen() -> Seen:
+    return Seen()
+
+
+@pytest.fixture
+def url(seen: Seen) -> Iterator[str]:
+    """The task app on a live uvicorn: its base URL."""
+    with serve(task_app(seen), timeout_graceful_shutdown=1) as live:
+        yield live.url
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pytest
 
@@ -13,17 +12,6 @@ from mcp_asgi.testing import McpTestClient, serve
 
 from ..helpers import CANCEL_LOGGER, eventually, wait_for
 from .apps import Seen, TaskClient, task_app
-
-
-@pytest.fixture
-def seen() -> Seen:
-    return Seen()
-
-
-@pytest.fixture
-def url(seen: Seen) -> Iterator[str]:
-    with serve(task_app(seen), timeout_graceful_shutdown=1) as live:
-        yield live.url
 
 
 async def test_a_task_survives_its_creators_disconnect(url: str, seen: Seen) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from ..helpers import next_message
 from ..servers import RedisServer, Worker
 from .apps import TaskClient
 from .conftest import replica
@@ -51,6 +52,25 @@ async def test_created_on_a_read_answered_and_cancelled_on_b(pair: tuple[Worker,
     ended = await on_b.until(task_id, "cancelled", "completed", "failed")
     assert ended["status"] == "cancelled"
     assert (await on_a.get(task_id))["status"] == "cancelled"
+
+
+async def test_a_listener_on_b_hears_a_task_of_a_end(pair: tuple[Worker, Worker]) -> None:
+    """A task's status change on A crosses the Redis bus: B's listen stream watching it
+    hears it cancelled (B reads the record from the shared store; its creation, published
+    on A just before B subscribed, may be heard first)."""
+    a, b = pair
+    on_a, on_b = TaskClient(a.url), TaskClient(b.url)
+    task_id = await on_a.start("sleepy", seconds=30, label="watched")
+    listen = {"notifications": {"taskIds": [task_id]}}
+    async with on_b.mcp.stream("subscriptions/listen", listen) as stream:
+        ack = await next_message(stream)
+        assert ack["params"]["notifications"] == {"taskIds": [task_id]}
+        await on_a.rpc("tasks/cancel", task_id)
+        heard = [await next_message(stream)]
+        while heard[-1]["params"]["status"] == "working":  # its creation may arrive late
+            heard.append(await next_message(stream))
+    assert {m["method"] for m in heard} == {"notifications/tasks"}
+    assert heard[-1]["params"]["status"] == "cancelled"
 
 
 async def test_a_cancel_lands_when_its_signal_cannot_be_sent(redis_server: RedisServer) -> None:
