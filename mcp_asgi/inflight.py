@@ -24,12 +24,9 @@ from mcp_asgi.telemetry import Telemetry
 class InFlight:
     """Opens, tracks and, at shutdown, cancels the request scopes of one middleware."""
 
-    def __init__(
-        self, runtime: RequestRuntime, telemetry: Telemetry, *, cancel_grace: float
-    ) -> None:
+    def __init__(self, runtime: RequestRuntime, telemetry: Telemetry) -> None:
         self._runtime = runtime
         self._telemetry = telemetry
-        self._cancel_grace = cancel_grace
         self._scopes: set[RequestScope] = set()
         self._draining = False
 
@@ -81,7 +78,7 @@ class InFlight:
     async def wait_exited(self, scopes: list[RequestScope]) -> None:
         """Wait, bounded by the cancel grace period (plus a second to write the replies),
         for the handlers of `scopes` to exit."""
-        with anyio.move_on_after(self._cancel_grace + 1.0):
+        with anyio.move_on_after(self._runtime.cancel_grace + 1.0):
             for request_scope in scopes:
                 await request_scope.wait_exited()
 

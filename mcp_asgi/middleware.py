@@ -139,7 +139,7 @@ class McpMiddleware:
             record_principal=settings.record_principal,
         )
         self._runtime = runtime = RequestRuntime(server, settings)
-        self._inflight = InFlight(runtime, self._telemetry, cancel_grace=settings.cancel_grace)
+        self._inflight = InFlight(runtime, self._telemetry)
         self._lifespan_started = False  # the server's lifespan startup reached us
         self._endpoints: _Endpoints | None = None  # ours and those outside: set once seen
         self._warned = False  # that it did not, at the first request

@@ -45,6 +45,11 @@ class RequestRuntime:
         self._threads = ThreadSlots(settings.max_threads)
 
     @property
+    def cancel_grace(self) -> float:
+        """Seconds a cancelled handler has to exit (`cancel_grace`)."""
+        return self._settings.cancel_grace
+
+    @property
     def threads(self) -> ThreadSlots:
         """The worker-thread slots of this endpoint's `def` handlers."""
         return self._threads
