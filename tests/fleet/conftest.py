@@ -43,3 +43,4 @@ def fleet(redis_server: RedisServer, tmp_path: Path) -> Iterator[Fleet]:  # noqa
         yield rig
     finally:
         rig.stop()
+        print("HAProxy, requests that did not end normally:", *rig.unusual_log_lines(), sep="\n")

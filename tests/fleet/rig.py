@@ -40,6 +40,11 @@ defaults
     retries 3
     option redispatch 1
     retry-on conn-failure empty-response
+    # no keep-alive to the replicas: a draining uvicorn closes its idle connections, and
+    # a request HAProxy sends on one at that moment is not retried: HAProxy closes the
+    # client's connection without an answer (HTTP lets the client resend; the official
+    # SDKs do not). A fresh connection per request is refused instead, and redispatched.
+    option http-server-close
 
 frontend mcp
     bind 127.0.0.1:{port}
@@ -154,6 +159,13 @@ class Fleet:
             self._balancer.wait(10)
         for worker in self.replicas:
             worker.stop()
+
+    def unusual_log_lines(self) -> list[str]:
+        """HAProxy's log lines of requests that did not end normally (termination state
+        other than `----`), for the report of a failed run."""
+        log = self.workdir / "haproxy.log"
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        return [line for line in lines if '"' in line and " ---- " not in line]
 
     def spans(self, pid: int | None = None) -> list[dict[str, Any]]:
         """Every span the replica process `pid` exported (default: every process)."""
