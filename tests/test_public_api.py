@@ -3,13 +3,20 @@ and the constructors' shapes (docs/reference/index.md says the rule)."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
+import re
+import textwrap
+from pathlib import Path
 
 import pytest
 
 import mcp_asgi
 from mcp_asgi import McpMiddleware, McpServer
+
+ROOT_DIR = Path(__file__).resolve().parent.parent
+_PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 
 ROOT = [
     "Annotations",
@@ -136,6 +143,36 @@ def test_moved_names_are_only_in_their_subpackage(name: str) -> None:
     """A name that moved to an integration is gone from the root, with no alias."""
     assert not hasattr(mcp_asgi, name)
     assert name in importlib.import_module(MOVED[name]).__all__
+
+
+def _imports(code: str, filename: str) -> list[tuple[str, str]]:
+    """The (module, name) pairs `code` imports from mcp_asgi."""
+    flags = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    tree = compile(code, filename, "exec", flags=flags)
+    return [
+        (node.module, alias.name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mcp_asgi")
+        for alias in node.names
+    ]
+
+
+def test_docs_and_examples_import_only_public_names() -> None:
+    """What users read and copy (README, guides, examples) imports each name from its
+    public module."""
+    sources = [
+        (str(path), block)
+        for path in [ROOT_DIR / "README.md", *sorted((ROOT_DIR / "docs").glob("**/*.md"))]
+        for block in _PYTHON_BLOCK.findall(path.read_text(encoding="utf-8"))
+    ]
+    sources += [
+        (str(p), p.read_text(encoding="utf-8")) for p in (ROOT_DIR / "examples").glob("**/*.py")
+    ]
+    imports = [
+        (module, name) for f, code in sources for module, name in _imports(textwrap.dedent(code), f)
+    ]
+    assert len(imports) > len(ROOT)
+    assert [(m, n) for m, n in imports if n not in PUBLIC.get(m, [])] == []
 
 
 def test_middleware_options_are_keyword_only() -> None:
