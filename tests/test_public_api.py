@@ -149,10 +149,11 @@ def _imports(code: str, filename: str) -> list[tuple[str, str]]:
     """The (module, name) pairs `code` imports from mcp_asgi."""
     flags = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     tree = compile(code, filename, "exec", flags=flags)
+    found = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
     return [
         (node.module, alias.name)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mcp_asgi")
+        for node in found
+        if node.module is not None and node.module.startswith("mcp_asgi")
         for alias in node.names
     ]
 
