@@ -54,7 +54,8 @@ from typing import Any
 
 import anyio
 
-from mcp_asgi import Downstream, DownstreamTools, McpMiddleware, McpServer, McpSettings
+from mcp_asgi import McpMiddleware, McpServer, McpSettings
+from mcp_asgi.downstream import Downstream, DownstreamTools
 from mcp_asgi.testing import McpTestClient
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -47,7 +47,7 @@ from mcp_asgi.protocol.jsonrpc import (
     store_unavailable,
 )
 from mcp_asgi.protocol.message import IncomingMessage, IncomingReply, parse_post, peek_id
-from mcp_asgi.routes import ROUTE_CALL_KEY
+from mcp_asgi.routes.request import ROUTE_CALL_KEY
 from mcp_asgi.runtime import RequestRuntime, input_rounds, result_options
 from mcp_asgi.server.mcp_server import McpServer
 from mcp_asgi.settings import VERIFIER_SETTINGS, McpSettings, changed, normalize_path

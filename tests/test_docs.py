@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from mcp_asgi import McpSettings
+from mcp_asgi.auth.guard import AUTH_FAILURE_REASONS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
@@ -52,3 +53,9 @@ def test_readme_starts_with_the_two_commands() -> None:
     head = (ROOT / "README.md").read_text(encoding="utf-8").split("\n\n", 2)[1]
     assert "make run" in head
     assert "make test" in head
+
+
+def test_every_auth_failure_reason_is_documented() -> None:
+    """docs/observability.md lists every reason the auth failures metric carries."""
+    text = (ROOT / "docs" / "observability.md").read_text(encoding="utf-8")
+    assert [reason for reason in AUTH_FAILURE_REASONS if f"`{reason}`" not in text] == []

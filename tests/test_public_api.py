@@ -1,69 +1,179 @@
-"""The public surface: names exported from `mcp_asgi` and the constructors' shapes."""
+"""The public surface: the root's names, each integration subpackage's, where moved names went,
+and the constructors' shapes (docs/reference/index.md says the rule)."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
+import re
+import textwrap
+from pathlib import Path
 
 import pytest
 
 import mcp_asgi
 from mcp_asgi import McpMiddleware, McpServer
 
-EXPORTED = [
+ROOT_DIR = Path(__file__).resolve().parent.parent
+_PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
+
+ROOT = [
     "Annotations",
-    "AppRoutes",
     "Audio",
     "BlobResource",
     "CancelReason",
     "CancelToken",
     "ContentBlock",
     "Context",
-    "Downstream",
-    "DownstreamInputUnsupported",
-    "DownstreamPrompts",
-    "DownstreamResources",
-    "DownstreamTools",
-    "DownstreamUnavailable",
     "EmbeddedResource",
     "Icon",
     "Image",
-    "InvalidToken",
     "McpError",
     "McpMiddleware",
     "McpServer",
     "McpSettings",
-    "Principal",
     "PromptSource",
-    "ProtectedResourceMetadata",
     "RequestCancelled",
     "ResourceLink",
     "ResourceSource",
     "SourceTool",
     "TextContent",
     "TextResource",
-    "TokenVerifier",
     "ToolAnnotations",
     "ToolNameWarning",
     "ToolResult",
     "ToolSource",
     "__version__",
     "mounted_lifespan",
-    "run_stdio",
-    "serve_stdio",
 ]
+"""What a handler author needs: `mcp_asgi.__all__`."""
+
+INTEGRATIONS = {
+    "mcp_asgi.auth": ["InvalidToken", "Principal", "ProtectedResourceMetadata", "TokenVerifier"],
+    "mcp_asgi.bus": ["ChangeEvent", "InProcessBus", "NotificationBus"],
+    "mcp_asgi.bus.redis": ["RedisBus", "bus_from_url"],
+    "mcp_asgi.downstream": [
+        "Downstream",
+        "DownstreamInputUnsupported",
+        "DownstreamPrompts",
+        "DownstreamResources",
+        "DownstreamTools",
+        "DownstreamUnavailable",
+    ],
+    "mcp_asgi.input": ["ElicitResult", "InputRequired"],
+    "mcp_asgi.routes": ["AppRoutes"],
+    "mcp_asgi.stdio": ["run_stdio", "serve_stdio"],
+    "mcp_asgi.testing": [
+        "PROTOCOL_VERSION",
+        "LiveServer",
+        "McpResponse",
+        "McpStream",
+        "McpTestClient",
+        "encode_header_value",
+        "request_meta",
+        "serve",
+    ],
+}
+"""Each public subpackage and its public names (docs/reference/index.md#what-is-public)."""
+
+PUBLIC = {"mcp_asgi": ROOT, **INTEGRATIONS}
+"""Every public module and its names: everything else is internal."""
+
+MOVED = {
+    "InvalidToken": "mcp_asgi.auth",
+    "Principal": "mcp_asgi.auth",
+    "ProtectedResourceMetadata": "mcp_asgi.auth",
+    "TokenVerifier": "mcp_asgi.auth",
+    "AppRoutes": "mcp_asgi.routes",
+    "Downstream": "mcp_asgi.downstream",
+    "DownstreamInputUnsupported": "mcp_asgi.downstream",
+    "DownstreamPrompts": "mcp_asgi.downstream",
+    "DownstreamResources": "mcp_asgi.downstream",
+    "DownstreamTools": "mcp_asgi.downstream",
+    "DownstreamUnavailable": "mcp_asgi.downstream",
+    "run_stdio": "mcp_asgi.stdio",
+    "serve_stdio": "mcp_asgi.stdio",
+}
+"""The names the root exported before the surface was decided, and where each went."""
+
+# mcp_asgi.bus.redis is a module that needs the `redis` extra, not a package: it has no
+# `__all__` of its own, and its names are pinned above.
+_WITHOUT_ALL = {"mcp_asgi.bus.redis"}
 
 
-def test_all_is_pinned_and_sorted() -> None:
-    """`mcp_asgi.__all__` is exactly the documented names, sorted."""
-    assert mcp_asgi.__all__ == EXPORTED
+def test_root_is_pinned_and_sorted() -> None:
+    """`mcp_asgi.__all__` is exactly the handler author's names, sorted."""
+    assert mcp_asgi.__all__ == ROOT
     assert sorted(mcp_asgi.__all__) == mcp_asgi.__all__
 
 
-def test_every_exported_name_exists() -> None:
-    """Every name in `__all__` is importable from the package root."""
-    for name in mcp_asgi.__all__:
-        assert getattr(mcp_asgi, name) is not None
+@pytest.mark.parametrize("module", sorted(set(INTEGRATIONS) - _WITHOUT_ALL))
+def test_each_integration_is_pinned(module: str) -> None:
+    """Each public subpackage's `__all__` is exactly its public names (ruff's RUF022 keeps
+    it sorted)."""
+    assert importlib.import_module(module).__all__ == INTEGRATIONS[module]
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC))
+def test_every_public_name_exists(module: str) -> None:
+    """Every public name is importable from its public module."""
+    imported = importlib.import_module(module)
+    assert [name for name in PUBLIC[module] if getattr(imported, name, None) is None] == []
+
+
+def test_no_name_is_public_twice() -> None:
+    """No object is exported from two public modules: the root holds no integration."""
+    seen: dict[int, str] = {}
+    twice = []
+    for module, names in PUBLIC.items():
+        imported = importlib.import_module(module)
+        for name in names:
+            value = getattr(imported, name)
+            if isinstance(value, str):
+                continue  # equal strings may be one object (__version__, PROTOCOL_VERSION)
+            if id(value) in seen:
+                twice.append((seen[id(value)], f"{module}.{name}"))
+            seen[id(value)] = f"{module}.{name}"
+    assert twice == []
+
+
+@pytest.mark.parametrize("name", sorted(MOVED))
+def test_moved_names_are_only_in_their_subpackage(name: str) -> None:
+    """A name that moved to an integration is gone from the root, with no alias."""
+    assert not hasattr(mcp_asgi, name)
+    assert name in importlib.import_module(MOVED[name]).__all__
+
+
+def _imports(code: str, filename: str) -> list[tuple[str, str]]:
+    """The (module, name) pairs `code` imports from mcp_asgi."""
+    flags = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    tree = compile(code, filename, "exec", flags=flags)
+    found = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    return [
+        (node.module, alias.name)
+        for node in found
+        if node.module is not None and node.module.startswith("mcp_asgi")
+        for alias in node.names
+    ]
+
+
+def test_docs_and_examples_import_only_public_names() -> None:
+    """What users read and copy (README, guides, examples) imports each name from its
+    public module."""
+    sources = [
+        (str(path), block)
+        for path in [ROOT_DIR / "README.md", *sorted((ROOT_DIR / "docs").glob("**/*.md"))]
+        for block in _PYTHON_BLOCK.findall(path.read_text(encoding="utf-8"))
+    ]
+    sources += [
+        (str(p), p.read_text(encoding="utf-8")) for p in (ROOT_DIR / "examples").glob("**/*.py")
+    ]
+    imports = [
+        (module, name) for f, code in sources for module, name in _imports(textwrap.dedent(code), f)
+    ]
+    assert len(imports) > len(ROOT)
+    assert [(m, n) for m, n in imports if n not in PUBLIC.get(m, [])] == []
 
 
 def test_middleware_options_are_keyword_only() -> None:

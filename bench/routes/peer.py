@@ -14,7 +14,8 @@ from bench.routes.app import build
 
 
 def mcp_asgi_app() -> Any:
-    from mcp_asgi import AppRoutes, McpMiddleware, McpServer
+    from mcp_asgi import McpMiddleware, McpServer
+    from mcp_asgi.routes import AppRoutes
 
     app = build()
     server = McpServer("shop")

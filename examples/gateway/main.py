@@ -20,7 +20,8 @@ from __future__ import annotations
 from fastapi import FastAPI
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from mcp_asgi import Context, Downstream, DownstreamTools, McpError, McpMiddleware, McpServer
+from mcp_asgi import Context, McpError, McpMiddleware, McpServer
+from mcp_asgi.downstream import Downstream, DownstreamTools
 
 
 class GatewaySettings(BaseSettings):

@@ -18,7 +18,8 @@ from typing import Annotated
 from fastapi import FastAPI, Header, HTTPException, Query
 from pydantic import BaseModel, Field
 
-from mcp_asgi import AppRoutes, McpMiddleware, McpServer
+from mcp_asgi import McpMiddleware, McpServer
+from mcp_asgi.routes import AppRoutes
 
 
 class NewOrder(BaseModel):

@@ -20,7 +20,8 @@ scopes a server declares). PyJWT and httpx (the `mcp-asgi[auth]` extra) are impo
 when a verifier that needs them is built.
 """
 
+from mcp_asgi.auth.metadata import ProtectedResourceMetadata
 from mcp_asgi.auth.principal import Principal
 from mcp_asgi.auth.verifier import InvalidToken, TokenVerifier
 
-__all__ = ["InvalidToken", "Principal", "TokenVerifier"]
+__all__ = ["InvalidToken", "Principal", "ProtectedResourceMetadata", "TokenVerifier"]

@@ -7,6 +7,6 @@ Imports only the telemetry names (for the Redis bus's metrics); never a request'
 lifecycle, the server, http, input, legacy or the middleware.
 """
 
-from mcp_asgi.bus.in_process import ChangeEvent, ChangeKind, InProcessBus, NotificationBus
+from mcp_asgi.bus.in_process import ChangeEvent, InProcessBus, NotificationBus
 
-__all__ = ["ChangeEvent", "ChangeKind", "InProcessBus", "NotificationBus"]
+__all__ = ["ChangeEvent", "InProcessBus", "NotificationBus"]

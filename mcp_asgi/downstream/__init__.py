@@ -22,7 +22,7 @@ request's cancellation reaching the request it minted downstream.
 The protocol side is the official MCP Python SDK client (`mcp`, the `downstream` extra),
 which cancels by each transport's rule when the calling task is cancelled (docs/downstream.md).
 Sits above the server (it takes a handler's `Context`, and `ToolSource`); nothing in the
-package imports it but the root re-exports. It never imports settings, inflight, tasks,
+package imports it. It never imports settings, inflight, tasks,
 the endpoints, legacy, telemetry's internals or the middleware.
 """
 

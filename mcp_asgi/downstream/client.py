@@ -184,11 +184,6 @@ class Downstream:
         """Whether it has been entered (`async with`) and not left yet."""
         return self._entered
 
-    def on_tools_changed(self, listener: Callable[[], None]) -> None:
-        """Call `listener` when the downstream says its tools changed
-        (`notifications/tools/list_changed`) and after every reconnection."""
-        self.on_list_changed("tools", listener)
-
     def on_list_changed(self, kind: str, listener: Callable[[], None]) -> None:
         """Call `listener` when the downstream says its list of `kind` (`"tools"`,
         `"prompts"`, `"resources"`: resources and templates) changed, and after every

@@ -2,7 +2,7 @@
 
     jsonrpc    JSON-RPC 2.0 messages, MCP error codes, McpError and ProtocolError
     message    parse_message: a body -> IncomingMessage (-32700, -32600, 413 past max values)
-    sizes      how big JSON is: compact text, values, and its parsed objects at most
+    sizes      how big JSON is: its values, and its parsed objects at most
     request    McpRequest and the protocol's constants (versions, `_meta` keys, log levels)
     headers    reading request headers; decoding MCP header values
     validate   the 2026-07-28 validation ladder: IncomingMessage -> McpRequest

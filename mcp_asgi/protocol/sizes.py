@@ -1,5 +1,5 @@
-"""How big a JSON value is: as compact JSON text, in values, and in the memory Python takes
-for it once parsed: what a bound on a request or on stored client data counts."""
+"""How big JSON is: its number of values, and the memory Python takes for it once parsed:
+what a bound on a request or on stored client data counts."""
 
 from __future__ import annotations
 
@@ -19,13 +19,6 @@ character in 4 bytes once one of them is beyond U+FFFF (ASCII next to an emoji).
 
 _MARKS: Final = bytes.maketrans(b"[{:", b",,,")
 _UNMARKED: Final = bytes(i for i in range(256) if i not in b'[{,:"')
-
-
-def json_size(value: Any) -> int:
-    """The length in bytes of `value` as compact JSON (UTF-8); 0 for None."""
-    if value is None:
-        return 0
-    return len(to_json(value, inf_nan_mode="null"))
 
 
 def json_values(text: bytes, limit: int = sys.maxsize) -> int:

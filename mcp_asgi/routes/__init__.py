@@ -20,7 +20,6 @@ the server (it imports `server`, `auth`, `protocol`); only the middleware import
 telemetry, lifecycle internals or the middleware.
 """
 
-from mcp_asgi.routes.request import ROUTE_CALL_KEY
 from mcp_asgi.routes.source import AppRoutes
 
-__all__ = ["ROUTE_CALL_KEY", "AppRoutes"]
+__all__ = ["AppRoutes"]

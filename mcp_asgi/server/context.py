@@ -361,7 +361,7 @@ class Context:
         On a 2026-07-28 request, the first time, this ends the request with an
         `InputRequiredResult`; the client's retry runs the handler again, from the top, and
         this call returns the answer. On a 2025-era request, `elicitation/create` is sent on
-        the request's stream and this call waits for the client's answer (docs/input.md).
+        the request's stream and this call waits for the client's answer (docs/input-requests.md).
         Accepted content that does not fit the schema or model ends the request with
         -32602 saying what is wrong, so what this returns always fits.
         """

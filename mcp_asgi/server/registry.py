@@ -340,7 +340,7 @@ class Registry:
         kind = getattr(source, "kind", None)
         if not isinstance(source, Source) or kind not in catalogs:
             raise TypeError(
-                "add_source() takes a ToolSource (e.g. mcp_asgi.AppRoutes), a PromptSource "
+                "add_source() takes a ToolSource (e.g. mcp_asgi.routes.AppRoutes), a PromptSource "
                 "or a ResourceSource"
             )
         catalogs[kind].add(source)

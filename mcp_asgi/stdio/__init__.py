@@ -11,11 +11,11 @@
 
 Requests run exactly as over HTTP: each in its own `RequestScope` with the same `Context`,
 telemetry and cancellation log; only the transport's signals differ (docs/stdio.md).
-A top layer beside the middleware: it may import every layer below, and nothing imports it
-but the root re-exports; it never imports the middleware or the HTTP endpoints.
+A top layer beside the middleware: it may import every layer below, and nothing in the
+package imports it; it never imports the middleware or the HTTP endpoints. Public:
+`run_stdio` and `serve_stdio` (docs/reference/stdio.md).
 """
 
-from mcp_asgi.stdio.connection import StdioConnection
-from mcp_asgi.stdio.serve import load_server, run_stdio, serve_stdio
+from mcp_asgi.stdio.serve import run_stdio, serve_stdio
 
-__all__ = ["StdioConnection", "load_server", "run_stdio", "serve_stdio"]
+__all__ = ["run_stdio", "serve_stdio"]

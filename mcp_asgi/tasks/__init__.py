@@ -9,6 +9,7 @@
     workers      several_workers: whether this process looks like one of several workers
     methods      TaskMethods: tools/call of task-capable tools, tasks/get|update|cancel
     capacity     KeptBytes: the bytes ended tasks keep until their TTL; server_busy (503)
+    watch        TaskWatch: the tasks a subscriptions/listen stream watches, and what it sends
 
 Owns tasks: their records, their work's scopes, their cancellation (`task_cancelled`).
 Sits beside `mcp_asgi.inflight` (the endpoint and the middleware use it); imports the

@@ -9,6 +9,7 @@ the first one at WARNING on the `mcp_asgi.telemetry` logger (later ones at DEBUG
 
     telemetry           Telemetry: the tracer and instruments of one middleware
     request_telemetry   RequestTelemetry: one request's span, start to end
+    task_telemetry      TaskTelemetry: the span and metrics of a task's work
     status              the status rules: error or not, and `error.type`
     instruments         the instruments, and the attributes a request's metrics carry
     span_attributes     a span's name and attributes, read from the request

@@ -9,7 +9,8 @@ from fastapi.security import SecurityScopes
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 
-from mcp_asgi import Context, McpMiddleware, McpServer, McpSettings, Principal
+from mcp_asgi import Context, McpMiddleware, McpServer, McpSettings
+from mcp_asgi.auth import Principal
 
 from ..helpers import Otel, host_app
 

@@ -17,7 +17,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from pydantic import ValidationError
 
-from mcp_asgi import InvalidToken, McpSettings
+from mcp_asgi import McpSettings
+from mcp_asgi.auth import InvalidToken
 from mcp_asgi.auth.discovery import HttpJson
 from mcp_asgi.auth.jwt import JwtVerifier
 from mcp_asgi.testing import McpTestClient

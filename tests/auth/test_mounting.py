@@ -13,7 +13,8 @@ from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Mount
 
-from mcp_asgi import McpMiddleware, McpSettings, ProtectedResourceMetadata
+from mcp_asgi import McpMiddleware, McpSettings
+from mcp_asgi.auth import ProtectedResourceMetadata
 from mcp_asgi.testing import McpTestClient, serve
 
 from .apps import Ran, protected_server

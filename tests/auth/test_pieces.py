@@ -9,14 +9,8 @@ import anyio
 import pytest
 from pydantic import ValidationError
 
-from mcp_asgi import (
-    InvalidToken,
-    McpMiddleware,
-    McpServer,
-    McpSettings,
-    Principal,
-    TokenVerifier,
-)
+from mcp_asgi import McpMiddleware, McpServer, McpSettings
+from mcp_asgi.auth import InvalidToken, Principal, TokenVerifier
 from mcp_asgi.auth.principal import missing_scopes, scope_covers
 
 from ..helpers import Lifespan, Wire, call, host_app, mcp_body, mcp_headers

@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mcp_asgi import DownstreamTools, McpServer
+from mcp_asgi import McpServer
+from mcp_asgi.downstream import DownstreamTools
 
 from .everything import stdio
 

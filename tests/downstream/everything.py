@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from mcp_asgi import Downstream
+from mcp_asgi.downstream import Downstream
 
 from ..servers import free_port, wait_ready
 

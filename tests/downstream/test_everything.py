@@ -12,7 +12,8 @@ from typing import Any
 import anyio
 from opentelemetry.trace import SpanKind
 
-from mcp_asgi import Downstream, DownstreamTools, McpServer
+from mcp_asgi import McpServer
+from mcp_asgi.downstream import Downstream, DownstreamTools
 from mcp_asgi.testing import McpTestClient, serve
 
 from ..helpers import Otel, attrs, eventually, mcp_app

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from mcp import Client, types
 
-from mcp_asgi import Context, DownstreamTools, McpServer
+from mcp_asgi import Context, McpServer
+from mcp_asgi.downstream import DownstreamTools
 from mcp_asgi.testing import LiveServer, McpTestClient, serve
 
 from ..helpers import Otel, attrs, eventually, mcp_app

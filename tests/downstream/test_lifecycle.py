@@ -15,7 +15,8 @@ import anyio
 import pytest
 from starlette.types import Message
 
-from mcp_asgi import Downstream, DownstreamTools, McpServer
+from mcp_asgi import McpServer
+from mcp_asgi.downstream import Downstream, DownstreamTools
 from mcp_asgi.testing import McpStream, McpTestClient, serve
 
 from ..helpers import eventually, mcp_app

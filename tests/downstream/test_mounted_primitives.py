@@ -14,13 +14,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mcp_asgi import (
-    Downstream,
-    DownstreamPrompts,
-    DownstreamResources,
-    DownstreamTools,
-    McpServer,
-)
+from mcp_asgi import McpServer
+from mcp_asgi.downstream import Downstream, DownstreamPrompts, DownstreamResources, DownstreamTools
 from mcp_asgi.testing import McpTestClient, serve
 
 from ..helpers import eventually, mcp_app

@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from mcp_asgi import Downstream, DownstreamUnavailable, McpServer
+from mcp_asgi import McpServer
+from mcp_asgi.downstream import Downstream, DownstreamUnavailable
 
 from ..helpers import mcp_app, serving
 

@@ -16,7 +16,8 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_asgi import Context, Downstream, McpServer
+from mcp_asgi import Context, McpServer
+from mcp_asgi.downstream import Downstream
 from mcp_asgi.testing import McpTestClient, serve
 
 from ..helpers import eventually, mcp_app

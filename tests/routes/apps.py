@@ -15,14 +15,9 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 
-from mcp_asgi import (
-    AppRoutes,
-    InvalidToken,
-    McpMiddleware,
-    McpServer,
-    McpSettings,
-    Principal,
-)
+from mcp_asgi import McpMiddleware, McpServer, McpSettings
+from mcp_asgi.auth import InvalidToken, Principal
+from mcp_asgi.routes import AppRoutes
 
 from ..helpers import Otel
 

@@ -16,7 +16,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ToolsListChanged
 
-from mcp_asgi import AppRoutes, CancelReason
+from mcp_asgi import CancelReason
+from mcp_asgi.routes import AppRoutes
 from mcp_asgi.testing import serve
 
 from ..helpers import Otel, attrs, trigger, wait_for

@@ -19,7 +19,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 from starlette.schemas import SchemaGenerator
 
-from mcp_asgi import AppRoutes, McpMiddleware, McpServer, McpSettings
+from mcp_asgi import McpMiddleware, McpServer, McpSettings
+from mcp_asgi.routes import AppRoutes
 
 from ..helpers import Otel, asgi_request, call, mcp_body, mcp_headers, wait_for
 from .apps import TOKENS, Record, mcp_routes_app

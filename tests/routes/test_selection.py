@@ -25,7 +25,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 from starlette.schemas import SchemaGenerator
 
-from mcp_asgi import AppRoutes, McpMiddleware, McpServer, McpSettings
+from mcp_asgi import McpMiddleware, McpServer, McpSettings
+from mcp_asgi.routes import AppRoutes
 from mcp_asgi.testing import McpTestClient, serve
 
 from ..helpers import call

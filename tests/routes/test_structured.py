@@ -12,7 +12,8 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from mcp_asgi import AppRoutes, McpMiddleware, McpServer, McpSettings
+from mcp_asgi import McpMiddleware, McpServer, McpSettings
+from mcp_asgi.routes import AppRoutes
 from mcp_asgi.testing import McpTestClient, serve
 
 from ..servers import LegacyClient

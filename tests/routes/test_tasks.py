@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from mcp_asgi import AppRoutes
+from mcp_asgi.routes import AppRoutes
 from mcp_asgi.testing import McpTestClient, serve
 
 from ..helpers import CANCEL_LOGGER, Otel, attrs, wait_for
