@@ -15,7 +15,7 @@ Sources so far: the host app's routes (`mcp_asgi.routes.AppRoutes`) and a downst
 server's tools, prompts and resources (`mcp_asgi.downstream`).
 
 The server's side (which tools are exposed, read when, under which names) is
-`server/sourced.py`::
+`server/catalogs.py`::
 
     McpServer.add_source(source) ─► source.list_tools(ctx)  at the first tools/list or
                                     unknown tools/call, again after source.changed()
@@ -45,7 +45,7 @@ from typing import Any, ClassVar, Final, Literal, get_args
 
 from mcp_asgi.protocol.jsonrpc import JsonObject
 from mcp_asgi.server.context import Context
-from mcp_asgi.server.scopes import check_scopes
+from mcp_asgi.server.oauth_scopes import check_scopes
 
 __all__ = [
     "Collision",
