@@ -203,13 +203,13 @@ class SourceCatalogs:
         return None
 
     def scopes_of(self, name: str, default: frozenset[str]) -> frozenset[str]:
-        """The scopes calling `name` needs: its source's; for a name no catalog has while a
+        """The OAuth scopes calling `name` needs: its source's; for a name no catalog has while a
         catalog is still unread, those of every unread source (the strictest answer)."""
         for catalog in self._catalogs:
             if name in catalog.items:
-                return _scopes(catalog.source, default)
+                return _oauth_scopes(catalog.source, default)
         unread = [c.source for c in self._catalogs if c.stale and not c.items]
-        return default.union(*(_scopes(source, default) for source in unread))
+        return default.union(*(_oauth_scopes(source, default) for source in unread))
 
     def declared_scopes(self) -> frozenset[str]:
         found = (c.source.scopes for c in self._catalogs)
@@ -318,5 +318,5 @@ def _template_matches(template: str, uri: str) -> bool:
     return re.fullmatch(pattern, uri, re.DOTALL) is not None
 
 
-def _scopes(source: Source, default: frozenset[str]) -> frozenset[str]:
+def _oauth_scopes(source: Source, default: frozenset[str]) -> frozenset[str]:
     return source.scopes if source.scopes is not None else default

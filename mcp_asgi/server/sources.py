@@ -7,8 +7,9 @@ changes of its list.
     ToolSource     tools: `list_tools` and `call_tool`, with `timeout` and `task`
     PromptSource   prompts: `get_prompt`
     ResourceSource resources and resource templates: `read_resource`, `own_uri`
-    SourceTool     one item as its source offers it: its name (a resource: its URI), its
-                   definition, its labels
+    SourceTool     one item (a tool, a prompt, a resource) as its source offers it: its
+                   name (a resource: its URI), its definition, its labels; the server
+                   exposes it as a `catalogs.ExposedItem`
     Selection      include/exclude selectors over an item's name and labels
 
 Sources so far: the host app's routes (`mcp_asgi.routes.AppRoutes`) and a downstream MCP
@@ -75,11 +76,14 @@ _MAX_NAME: Final = 128
 
 @dataclass(frozen=True, slots=True)
 class SourceTool:
-    """One tool as its source offers it.
+    """One item as its source offers it: a tool (a `PromptSource`'s prompt, a
+    `ResourceSource`'s resource or template).
 
-    - `name`: the source's own name for it (an operation id, a downstream tool's name).
-    - `definition`: its `tools/list` entry apart from the name: `inputSchema` (required),
-      and any of `description`, `title`, `outputSchema`, `annotations`, `icons`, `_meta`.
+    - `name`: the source's own name for it (an operation id, a downstream tool's name; a
+      resource's URI).
+    - `definition`: its list entry apart from the name; a tool's: `inputSchema`
+      (required), and any of `description`, `title`, `outputSchema`, `annotations`,
+      `icons`, `_meta`.
     - `labels`: what selectors can match besides the name, as `kind:value` strings
       (the routes': `tag:items`, `path:/items/{item_id}`, `method:GET`).
     - `handle`: whatever the source needs to call it; the server never reads it.
