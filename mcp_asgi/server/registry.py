@@ -18,7 +18,7 @@ import warnings
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from types import FrameType
-from typing import Any, Final, Literal, TypeVar, get_args
+from typing import Any, Final, TypeVar, get_args
 
 from mcp_asgi.bus.in_process import ChangeEvent, ChangeKind
 from mcp_asgi.protocol.request import ParamHeader
@@ -37,11 +37,11 @@ from mcp_asgi.server.metadata import (
 from mcp_asgi.server.oauth_scopes import check_scopes, security_scopes
 from mcp_asgi.server.primitives import Prompt, Resource, Tool
 from mcp_asgi.server.schema import inspect_handler, parse_docstring
-from mcp_asgi.server.sources import Source, TaskPolicy
+from mcp_asgi.server.sources import Source, SourceKind, TaskPolicy
 
 F = TypeVar("F", bound=Callable[..., Any])
 Completer = Callable[..., Any]
-Kind = Literal["tool", "prompt", "resource"]
+Kind = SourceKind  # what a primitive is: "tool", "prompt" or "resource", as a source
 _LIST_CHANGED: Final[dict[Kind, ChangeKind]] = {
     "tool": "tools_list_changed",
     "prompt": "prompts_list_changed",
