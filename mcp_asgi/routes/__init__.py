@@ -14,7 +14,7 @@
     result    the HTTP answer -> the tools/call result
 
 Owns everything route-specific; the parts every tool source shares (selection, naming,
-list-change relay, the catalog) are `mcp_asgi.server.sources` and `sourced`. Sits above
+list-change relay, the catalog) are `mcp_asgi.server.sources` and `catalogs`. Sits above
 the server (it imports `server`, `auth`, `protocol`); only the middleware imports it
 (the re-entry mark). Never imports settings, inflight, the endpoints, legacy,
 telemetry, lifecycle internals or the middleware.

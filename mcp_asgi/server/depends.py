@@ -153,8 +153,8 @@ class Dependencies:
     ) -> Any:
         """Resolve the dependencies, call `fn` with them, close them (see the module)."""
         request = ctx.request
-        scope = request.scope
-        app = scope.get("app")
+        asgi_scope = request.scope
+        app = asgi_scope.get("app")
         overrides = app if getattr(app, "dependency_overrides", None) is not None else None
         guard = anyio.CancelScope()  # shielded with a deadline once the call is over
         thread: _HandlerThread | None = None
@@ -163,9 +163,9 @@ class Dependencies:
         result: Any = None
         with guard:
             async with AsyncExitStack() as request_stack:
-                scope["fastapi_inner_astack"] = request_stack
+                asgi_scope["fastapi_inner_astack"] = request_stack
                 async with AsyncExitStack() as function_stack:
-                    scope["fastapi_function_astack"] = function_stack
+                    asgi_scope["fastapi_function_astack"] = function_stack
                     try:
                         solved = await self._solver.solve(
                             request, self._dependant, overrides, request_stack
@@ -188,13 +188,13 @@ class Dependencies:
                     finally:
                         guard.shield = True
                         guard.deadline = anyio.current_time() + ctx.cancel_grace
-                        cleanup_scopes = list(_cleanup_scopes(scope))
+                        cleanup_scopes = list(_cleanup_cancel_scopes(asgi_scope))
                         for cleanup in cleanup_scopes:  # FastAPI shields each async exit
                             cleanup.deadline = min(cleanup.deadline, guard.deadline)
                         if thread is not None:
                             await thread.wait_returned()
         for key in ("fastapi_inner_astack", "fastapi_function_astack"):
-            scope.pop(key, None)
+            asgi_scope.pop(key, None)
         if guard.cancelled_caught or any(c.cancelled_caught for c in cleanup_scopes):
             _errors.warning(
                 "%s: its dependencies did not close within %g s (cancel_grace)",
@@ -208,10 +208,11 @@ class Dependencies:
         return result
 
 
-def _cleanup_scopes(scope: Any) -> Iterator[anyio.CancelScope]:
-    scopes = scope.get("fastapi_async_cleanup_scopes")
-    if isinstance(scopes, dict):
-        yield from (s for s in scopes.values() if isinstance(s, anyio.CancelScope))
+def _cleanup_cancel_scopes(asgi_scope: Any) -> Iterator[anyio.CancelScope]:
+    """The cancel scopes FastAPI keeps in the ASGI scope around async dependency exits."""
+    cancel_scopes = asgi_scope.get("fastapi_async_cleanup_scopes")
+    if isinstance(cancel_scopes, dict):
+        yield from (s for s in cancel_scopes.values() if isinstance(s, anyio.CancelScope))
 
 
 class _HandlerThread:
@@ -299,7 +300,7 @@ class Solver:
 
     Read once per handler, at registration: FastAPI >= 0.115.2 returns a `SolvedDependency`
     and takes the request's exit stack (`async_exit_stack`, unused from 0.121, where `yield`
-    dependencies use the stacks in the scope that `Dependencies.call` sets) and
+    dependencies use the stacks in the ASGI scope that `Dependencies.call` sets) and
     `embed_body_fields` (no body here) as required keywords. A solver of another shape
     (a newer FastAPI that changed it) is refused with a `TypeError` naming the version."""
 

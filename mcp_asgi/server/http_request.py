@@ -1,21 +1,21 @@
 """The Starlette `Request` a handler may receive: the HTTP request its MCP request came in,
 read-only with respect to the connection.
 
-The request scope's watcher is the only reader of the ASGI `receive()` once the body is
-read: it is how a disconnect is noticed. So the `Request` given to handlers never holds the
-real `receive`. Its own hands over the body the middleware already read, once, and then
-never returns (it never yields `http.disconnect`):
+The request's watcher (lifecycle/) is the only reader of the ASGI `receive()` once the
+body is read: it is how a disconnect is noticed. So the `Request` given to handlers never
+holds the real `receive`. Its own hands over the body the middleware already read, once,
+and then never returns (it never yields `http.disconnect`):
 
 - `await request.body()`, `.json()`, `.stream()` give the body as it was read;
 - `await request.is_disconnected()` is always False: Starlette's check calls `receive` in
-  an already-cancelled scope, which ours never completes, so it takes nothing from the
-  watcher (a disconnect cancels the handler instead; read `ctx.cancelled`);
+  an already-cancelled anyio cancel scope, which ours never completes, so it takes nothing
+  from the watcher (a disconnect cancels the handler instead; read `ctx.cancelled`);
 - its `send` is Starlette's default, which refuses to send: a handler cannot answer the
   HTTP request itself.
 
-Its scope is a shallow copy of the ASGI scope: headers, client, url, `app`, `state`,
-`scope["user"]` and `scope["auth"]` (set by an authentication middleware) are the HTTP
-request's, and keys a handler adds are its own.
+Its ASGI scope (`request.scope`) is a shallow copy of the HTTP request's: headers, client,
+url, `app`, `state`, `scope["user"]` and `scope["auth"]` (set by an authentication
+middleware) are the HTTP request's, and keys a handler adds are its own.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ cleaned up like any other request. The stream::
     the subscriptions/listen result               (only when the server ends the stream)
 
 How it ends:
-- the client closes it: the scope is cancelled (`client_disconnect`), nothing more is
+- the client closes it: the request is cancelled (`client_disconnect`), nothing more is
   written, and the bus subscription is released as the handler unwinds;
 - the server ends it (`McpServer.close_subscriptions()`, the optional
   `listen_max_duration`, or shutdown): the final `subscriptions/listen` result is the last
@@ -255,7 +255,7 @@ class Subscriptions:
         return len(streams)
 
     def server_end(self, request: McpRequest) -> Callable[[CancelReason], JsonObject]:
-        """The final message of a listen stream the server ends by cancelling its scope."""
+        """The final message of a listen stream the server ends by cancelling its request."""
 
         def message(reason: CancelReason) -> JsonObject:
             result = final_result(request.id)

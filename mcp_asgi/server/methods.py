@@ -1,9 +1,9 @@
-"""The MCP methods that read the registry: listing, calling tools, reading resources,
-getting prompts and completing arguments.
+"""`Methods`: the MCP methods that read the registry: listing, calling tools, reading
+resources, getting prompts and completing arguments.
 
-A mixin of `McpServer`, next to `Registry` (which fills what these read). Every method
-takes `(request, ctx, options)`, so that `McpServer.dispatch` can look them up by name;
-each answers a result or raises `McpError`.
+`McpServer` owns one, over its `Registry` (which it only reads). Every method takes
+`(request, ctx, options)`, so that `McpServer.dispatch` can look them up by name; each
+answers a result or raises `McpError`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar, cast
 
@@ -23,9 +23,11 @@ from mcp_asgi.protocol.jsonrpc import (
     ResourceNotFound,
 )
 from mcp_asgi.protocol.request import TASKS_EXTENSION, McpRequest
+from mcp_asgi.server.catalogs import SourceCatalogs
 from mcp_asgi.server.context import Context
-from mcp_asgi.server.primitives import Prompt, Resource, Tool
-from mcp_asgi.server.sourced import Sourced
+from mcp_asgi.server.primitives import Resource
+from mcp_asgi.server.registry import Registry
+from mcp_asgi.server.required_scopes import RequiredScopes
 from mcp_asgi.server.sources import PromptSource
 
 T = TypeVar("T")
@@ -47,137 +49,130 @@ class _Describable(Protocol):
 
 
 class Methods:
-    """Mixed into `McpServer`; relies on the registries of its `Registry` base."""
+    """The handlers of the methods that read `registry`, as `McpServer` dispatches them
+    (`required_scopes`: what a principal must hold to see an item in a list)."""
 
-    _tools: dict[str, Tool]
-    _resources: dict[str, Resource]
-    _prompts: dict[str, Prompt]
-    _completers: dict[tuple[str, str], Callable[..., Any]]
-    _scopes: dict[tuple[str, str], frozenset[str]]
-    _default_scopes: frozenset[str]
-    _sourced: Sourced
-    _sourced_prompts: Sourced
-    _sourced_resources: Sourced
-    _task_policies: dict[str, Literal["never", "optional", "required"]]
+    __slots__ = ("_registry", "_required_scopes")
 
-    def scopes_of(self, kind: str, key: str) -> frozenset[str]:
-        """The scopes a `"tool"`, `"resource"` or `"prompt"` (by name, or URI as
-        registered) needs: its own, else the server's default; a source's tool or prompt,
-        its source's; a URI a resource source serves, that source's."""
-        own = self._scopes.get((kind, key))
-        if own is not None:
-            return own
-        if kind == "tool" and key not in self._tools and self._sourced:
-            return self._sourced.scopes_of(key, self._default_scopes)
-        if kind == "prompt" and key not in self._prompts and self._sourced_prompts:
-            return self._sourced_prompts.scopes_of(key, self._default_scopes)
-        if kind == "resource" and key not in self._resources and self._sourced_resources:
-            routed = self._sourced_resources.route(key)
-            if routed is None:  # none yet: those of every unread source, or the default
-                return self._sourced_resources.scopes_of(key, self._default_scopes)
-            return routed[0].scopes if routed[0].scopes is not None else self._default_scopes
-        return self._default_scopes
+    def __init__(self, registry: Registry, required_scopes: RequiredScopes) -> None:
+        self._registry = registry
+        self._required_scopes = required_scopes
 
-    async def _list(self, request: McpRequest, ctx: Context, options: ResultOptions) -> JsonObject:
+    async def list_page(
+        self, request: McpRequest, ctx: Context, options: ResultOptions
+    ) -> JsonObject:
         """`tools/list`, `resources/list`, `resources/templates/list` and `prompts/list`;
         with an authenticated principal, only what it may call or read."""
-        sourced, taken = self._sources_of(request.method)
-        if sourced:
-            await sourced.load(ctx, taken)
+        sources, taken = self._sources_of(request.method)
+        if sources:
+            await sources.load(ctx, taken)
         key, items = self._listed(request.method)
         principal = ctx.principal
         if principal is not None:
             kind = {"tools": "tool", "prompts": "prompt"}.get(key, "resource")
+            scopes_of = self._required_scopes.of
             items = [
-                item for item in items if principal.has_scopes(*self.scopes_of(kind, _key_of(item)))
+                item for item in items if principal.has_scopes(*scopes_of(kind, _key_of(item)))
             ]
         return _page(request, key, items, options.page_size)
 
     def _listed(self, method: str) -> tuple[str, Sequence[_Describable]]:
         """The result key and all the items of a list method."""
+        registry = self._registry
         if method == "tools/list":
-            return "tools", [*self._tools.values(), *self._sourced.tools()]
+            return "tools", [*registry.tools.values(), *registry.tool_sources.items()]
         if method == "prompts/list":
-            return "prompts", [*self._prompts.values(), *self._sourced_prompts.tools()]
+            return "prompts", [*registry.prompts.values(), *registry.prompt_sources.items()]
         templates = method == "resources/templates/list"
         items: list[_Describable] = [
-            r for r in self._resources.values() if r.is_template == templates
+            r for r in registry.resources.values() if r.is_template == templates
         ]
-        items += [r for r in self._sourced_resources.tools() if r.is_template == templates]
+        items += [r for r in registry.resource_sources.items() if r.is_template == templates]
         return ("resourceTemplates" if templates else "resources"), items
 
-    def _sources_of(self, method: str) -> tuple[Sourced, Mapping[str, Any]]:
+    def _sources_of(self, method: str) -> tuple[SourceCatalogs, Mapping[str, Any]]:
         """The sources a list (or a get, a read) of `method` reads, and the names the
         decorated ones have taken."""
+        registry = self._registry
         family = method.partition("/")[0]
         if family == "prompts":
-            return self._sourced_prompts, self._prompts
+            return registry.prompt_sources, registry.prompts
         if family == "resources":
-            return self._sourced_resources, self._resources
-        return self._sourced, self._tools
+            return registry.resource_sources, registry.resources
+        return registry.tool_sources, registry.tools
 
-    async def _call_tool(
+    async def call_tool(
         self, request: McpRequest, ctx: Context, options: ResultOptions
     ) -> JsonObject:
+        """`tools/call`: a decorated tool's handler, else a source's tool."""
+        registry = self._registry
         name = str(request.params["name"])
-        if name not in self._tools and self._sourced:
-            sourced = self._sourced.get(name)
-            if sourced is None:
-                await self._sourced.load(ctx, self._tools)
-                sourced = self._sourced.get(name)
-            if sourced is not None:
-                if ctx.task_id is None and self._sourced.task_of(name) == "required":
+        sources = registry.tool_sources
+        if name not in registry.tools and sources:
+            exposed = sources.get(name)
+            if exposed is None:
+                await sources.load(ctx, registry.tools)
+                exposed = sources.get(name)
+            if exposed is not None:
+                if ctx.task_id is None and sources.task_of(name) == "required":
                     raise missing_tasks_extension(name)  # a 2025-era request: no tasks there
-                return await sourced.call(_arguments(request), ctx)
-        tool = _named(self._tools, request, "tool")
-        if ctx.task_id is None and self._task_policies.get(tool.name) == "required":
+                return await exposed.call(_arguments(request), ctx)
+        tool = _named(registry.tools, request, "tool")
+        if ctx.task_id is None and registry.task_policies.get(tool.name) == "required":
             raise missing_tasks_extension(tool.name)  # a 2025-era request: no tasks there
         return await tool.call(_arguments(request), ctx)
 
-    async def _get_prompt(
+    async def get_prompt(
         self, request: McpRequest, ctx: Context, options: ResultOptions
     ) -> JsonObject:
+        """`prompts/get`: a decorated prompt, else a source's."""
+        registry = self._registry
         name = str(request.params["name"])
-        if name not in self._prompts and self._sourced_prompts:
-            sourced = self._sourced_prompts.get(name)
-            if sourced is None:
-                await self._sourced_prompts.load(ctx, self._prompts)
-                sourced = self._sourced_prompts.get(name)
-            if sourced is not None:
-                prompts = cast(PromptSource, sourced.source)
-                return await prompts.get_prompt(sourced.tool, _arguments(request), ctx)
-        prompt = _named(self._prompts, request, "prompt")
+        sources = registry.prompt_sources
+        if name not in registry.prompts and sources:
+            exposed = sources.get(name)
+            if exposed is None:
+                await sources.load(ctx, registry.prompts)
+                exposed = sources.get(name)
+            if exposed is not None:
+                prompts = cast(PromptSource, exposed.source)
+                return await prompts.get_prompt(exposed.item, _arguments(request), ctx)
+        prompt = _named(registry.prompts, request, "prompt")
         return await prompt.get(_arguments(request), ctx)
 
-    async def _read_resource(
+    async def read_resource(
         self, request: McpRequest, ctx: Context, options: ResultOptions
     ) -> JsonObject:
+        """`resources/read`: a decorated resource or template matching the URI, else the
+        resource source that serves it."""
+        registry = self._registry
         uri = str(request.params["uri"])
-        static = self._resources.get(uri)
+        static = registry.resources.get(uri)
         if static is not None and not static.is_template:
             return await static.read(uri, {}, ctx)
-        for resource in self._resources.values():
+        for resource in registry.resources.values():
             variables = resource.match(uri)
             if variables is not None:
                 return await resource.read(uri, variables, ctx)
-        if self._sourced_resources:
-            await self._sourced_resources.load(ctx, self._resources)
-            routed = self._sourced_resources.route(uri)
+        if registry.resource_sources:
+            await registry.resource_sources.load(ctx, registry.resources)
+            routed = registry.resource_sources.route(uri)
             if routed is not None:
                 source, own = routed
                 return await source.read_resource(own, ctx)
         raise ResourceNotFound(uri)
 
-    async def _complete(
+    async def complete(
         self, request: McpRequest, ctx: Context, options: ResultOptions
     ) -> JsonObject:
+        """`completion/complete`: the completer of the prompt or template, if any."""
         ref, argument = request.params.get("ref"), request.params.get("argument")
         if not isinstance(ref, dict) or not isinstance(argument, dict):
             raise McpError(INVALID_PARAMS, "Invalid params: 'ref' and 'argument' are required")
         name, value = argument.get("name"), argument.get("value", "")
         if not isinstance(name, str) or not isinstance(value, str):
             raise McpError(INVALID_PARAMS, "Invalid params: argument name and value are strings")
-        completer = self._completers.get(self._completion_key(ref))
+        completer = self._registry.completers.get(self._completion_key(ref))
         if completer is None:
             return {"completion": {"values": [], "total": 0, "hasMore": False}}
         context = request.params.get("context")
@@ -200,12 +195,12 @@ class Methods:
         kind = ref.get("type")
         if kind == "ref/prompt":
             name = ref.get("name")
-            if not isinstance(name, str) or name not in self._prompts:
+            if not isinstance(name, str) or name not in self._registry.prompts:
                 raise McpError(INVALID_PARAMS, f"Unknown prompt: {name}")
             return kind, name
         if kind == "ref/resource":
             uri = ref.get("uri")
-            if not isinstance(uri, str) or uri not in self._resources:
+            if not isinstance(uri, str) or uri not in self._registry.resources:
                 raise McpError(INVALID_PARAMS, f"Unknown resource or template: {uri}")
             return kind, uri
         raise McpError(INVALID_PARAMS, "Invalid params: ref.type is ref/prompt or ref/resource")

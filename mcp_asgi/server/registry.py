@@ -1,20 +1,29 @@
-"""The registration part of `McpServer`: the decorators that register tools, resources,
-prompts and completions, and the registries they fill.
+"""`Registry`: what a server serves: the tools, resources, prompts and completers its
+decorators registered, their own OAuth scopes and task policies, and the catalogs of the
+sources that add more (server/catalogs.py).
 
-A base class so that `server.py` stays the server's identity and dispatch. Each decorator
-checks its options at once (`TypeError`/`ValueError`), derives the schema and description
-from the handler, and refuses a name that is already taken.
+`McpServer` owns one and hands it what its decorators are given. Each registration checks
+its options at once (`TypeError`/`ValueError`), derives the schema and description from
+the handler, and refuses a name that is already taken. Every change of a list (a
+registration, a removal, a source's `changed()`) and a source's resource update goes to
+`announce` as a `ChangeEvent`: the registry does not know who listens.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from types import FrameType
-from typing import Any, Final, TypeVar, get_args, overload
+from typing import Any, Final, TypeVar, get_args
 
+from mcp_asgi.bus.in_process import ChangeEvent, ChangeKind
+from mcp_asgi.protocol.request import ParamHeader
+from mcp_asgi.server.catalogs import SourceCatalogs
+from mcp_asgi.server.context import Context
 from mcp_asgi.server.metadata import (
     Annotations,
     Extras,
@@ -25,42 +34,47 @@ from mcp_asgi.server.metadata import (
     check_meta,
     check_tool_annotations,
 )
+from mcp_asgi.server.oauth_scopes import check_scopes, security_scopes
 from mcp_asgi.server.primitives import Prompt, Resource, Tool
 from mcp_asgi.server.schema import inspect_handler, parse_docstring
-from mcp_asgi.server.scopes import check_scopes, security_scopes
-from mcp_asgi.server.sourced import Sourced
-from mcp_asgi.server.sources import Source, TaskPolicy
+from mcp_asgi.server.sources import Source, SourceKind, TaskPolicy
 
 F = TypeVar("F", bound=Callable[..., Any])
 Completer = Callable[..., Any]
+Kind = SourceKind  # what a primitive is: "tool", "prompt" or "resource", as a source
+_LIST_CHANGED: Final[dict[Kind, ChangeKind]] = {
+    "tool": "tools_list_changed",
+    "prompt": "prompts_list_changed",
+    "resource": "resources_list_changed",
+}
 
 
 class Registry:
-    """The tools, resources, prompts and completers registered on a server."""
+    """The tools, resources, prompts and completers registered on a server, and the
+    catalogs of its sources of each kind (`default_scopes`: the OAuth scopes of one
+    registered without `scopes=`)."""
 
-    # announces a change (`ChangeNotifications`, mixed into `McpServer`)
-    _registry_changed: Callable[[dict[str, Any]], None]
-    _resource_updated: Callable[[str], None]  # a sourced resource's update, announced
-
-    def __init__(self) -> None:
-        self._tools: dict[str, Tool] = {}
-        self._resources: dict[str, Resource] = {}
-        self._prompts: dict[str, Prompt] = {}
-        self._completers: dict[tuple[str, str], Completer] = {}
-        self._scopes: dict[tuple[str, str], frozenset[str]] = {}  # (kind, name): own scopes
-        self._task_policies: dict[str, TaskPolicy] = {}  # tools that may run as tasks
-        self._sourced = Sourced("tool", lambda: self._registry_changed(self._tools))
-        self._sourced_prompts = Sourced("prompt", lambda: self._registry_changed(self._prompts))
-        self._sourced_resources = Sourced(
+    def __init__(
+        self, announce: Callable[[ChangeEvent], None], default_scopes: frozenset[str]
+    ) -> None:
+        self.tools: dict[str, Tool] = {}
+        self.resources: dict[str, Resource] = {}  # by URI or URI template
+        self.prompts: dict[str, Prompt] = {}
+        self.completers: dict[tuple[str, str], Completer] = {}  # by (ref type, name or URI)
+        self.own_scopes: dict[tuple[str, str], frozenset[str]] = {}  # (kind, key): not the default
+        self.default_scopes = default_scopes
+        self.task_policies: dict[str, TaskPolicy] = {}  # tools that may run as tasks
+        self.tool_sources = SourceCatalogs("tool", lambda: self._list_changed("tool"))
+        self.prompt_sources = SourceCatalogs("prompt", lambda: self._list_changed("prompt"))
+        self.resource_sources = SourceCatalogs(
             "resource",
-            lambda: self._registry_changed(self._resources),
-            lambda uri: self._resource_updated(uri),
+            lambda: self._list_changed("resource"),
+            lambda uri: announce(ChangeEvent("resource_updated", uri)),
         )
+        self._announce = announce
 
-    @overload
-    def tool(self, name: F, /) -> F: ...
+    # -- registering (the work of McpServer's decorators, which document the options) --
 
-    @overload
     def tool(
         self,
         name: str | None = None,
@@ -75,70 +89,9 @@ class Registry:
         timeout: float | None = None,
         scopes: Sequence[str] | None = None,
         task: TaskPolicy = "never",
-    ) -> Callable[[F], F]: ...
-
-    def tool(
-        self,
-        name: str | Callable[..., Any] | None = None,
-        *,
-        title: str | None = None,
-        description: str | None = None,
-        annotations: ToolAnnotations | None = None,
-        icons: Sequence[Icon] | None = None,
-        meta: Mapping[str, Any] | None = None,
-        input_schema: Mapping[str, Any] | None = None,
-        output_schema: Mapping[str, Any] | None = None,
-        timeout: float | None = None,
-        scopes: Sequence[str] | None = None,
-        task: TaskPolicy = "never",
-    ) -> Any:
-        """Register a tool (`@server.tool` or `@server.tool(...)`).
-
-        The handler's parameters are the tool's arguments (their type hints its
-        `inputSchema`); its return annotation decides whether the result is structured
-        (`outputSchema`, `structuredContent`) or plain text content.
-
-        - `name`: the tool's name; default: the function's name. 1 to 128 ASCII letters,
-          digits, `_`, `-` or `.` (the spec's rule, else `ValueError`); a dot or more than
-          64 characters warns (`ToolNameWarning`): several popular clients refuse those.
-        - `title`: a human-readable name for user interfaces.
-        - `description`: what the tool does, for the model; default: the docstring's text
-          before its `Args:` section.
-        - `annotations`: the MCP `ToolAnnotations` hints, e.g.
-          `{"readOnlyHint": True, "destructiveHint": False}` (`title`, `readOnlyHint`,
-          `destructiveHint`, `idempotentHint`, `openWorldHint`; other keys are refused).
-        - `icons`: icons a client may show, e.g. `[{"src": "https://.../t.png",
-          "mimeType": "image/png", "sizes": ["48x48"]}]`.
-        - `meta`: the tool's `_meta` in `tools/list` (keys like `"com.example/owner"`).
-        - `input_schema`: the `inputSchema` to list instead of the one the parameters'
-          hints give, kept verbatim (a JSON Schema 2020-12 object schema unless its
-          `$schema` names another dialect). Arguments are validated against it before
-          the handler's own type hints convert them; its `properties` must be handler
-          parameters.
-        - `output_schema`: the `outputSchema` to list instead of the one the return
-          annotation gives, kept verbatim. What the tool returns (unless a `ToolResult`
-          with `is_error`) is its `structuredContent`, and must match it; content blocks
-          alone, which have none, are an `isError` result.
-        - `timeout`: seconds after which a call is cancelled (reason `timeout`); it can only
-          shorten the endpoint's `max_request_duration`, not extend it.
-        - `scopes`: the OAuth scopes a caller needs (with authorization on), e.g.
-          `["files:write"]`; default: the server's `default_scopes`. `[]` needs none. The
-          scopes of the handler's FastAPI `Security(..., scopes=[...])` dependencies are
-          added. A caller without them gets 403 `insufficient_scope`, and does not see
-          the tool in `tools/list`.
-        - `task`: whether a call may run as a task (the Tasks extension, docs/tasks.md):
-          `"never"` (default: always a plain call), `"optional"` (a task when the request
-          declares the extension and the work has not finished within the endpoint's
-          `task_result_window`; the plain result otherwise), `"required"` (always a task;
-          a request that does not declare the extension gets -32021). A task outlives its
-          request's connection and ends only when done, cancelled (`tasks/cancel`), past
-          `max_task_duration` or its TTL, or at server shutdown.
-
-        Raises `TypeError` or `ValueError` at once for a bad option, a handler signature
-        that cannot be served, or a name already registered. Returns the function unchanged.
-        """
-        if callable(name):
-            return self.tool()(name)
+    ) -> Callable[[F], F]:
+        """`McpServer.tool(...)`: the options checked now, the tool built and registered
+        when the function is given."""
         _check_name(name, "tool")
         if timeout is not None and timeout <= 0:
             raise ValueError("tool timeout must be positive")
@@ -165,12 +118,12 @@ class Registry:
                 input_schema=input_schema,
                 output_schema=output_schema,
             )
-            self._add(self._tools, tool_name, tool)
-            self._scoped(("tool", tool_name), own_scopes, fn)
+            self._add("tool", tool_name, tool)
+            self._scoped("tool", tool_name, own_scopes, fn)
             if task != "never":
-                self._task_policies[tool_name] = task
+                self.task_policies[tool_name] = task
             else:
-                self._task_policies.pop(tool_name, None)
+                self.task_policies.pop(tool_name, None)
             return fn
 
         return register
@@ -188,25 +141,7 @@ class Registry:
         meta: Mapping[str, Any] | None = None,
         scopes: Sequence[str] | None = None,
     ) -> Callable[[F], F]:
-        """Register a resource at a fixed URI or a URI template such as `notes://{id}`.
-
-        - `uri`: the resource's URI (it needs a scheme: `file:///x`, `notes://today`). With
-          `{variables}` it is a template, listed by `resources/templates/list`, and the
-          variables must be exactly the handler's parameters (each matches one segment).
-        - `name`: the name listed to clients; default: the function's name.
-        - `title`: a human-readable name for user interfaces.
-        - `description`: default: the docstring's text before its `Args:` section.
-        - `mime_type`: the `mimeType` of what the handler returns; default: none for text
-          and bytes, `application/json` for anything else.
-        - `annotations`: hints for the client, e.g. `{"audience": ["user"],
-          "priority": 0.8, "lastModified": "2026-07-28T12:00:00Z"}`.
-        - `icons`: icons a client may show (`[{"src": ..., "mimeType": ...}]`).
-        - `meta`: the resource's `_meta` in `resources/list`.
-        - `scopes`: the OAuth scopes a caller needs to read it (or subscribe to it), with
-          authorization on; default: the server's `default_scopes`.
-
-        A URI can be registered only once. Returns the function unchanged.
-        """
+        """`McpServer.resource(...)`."""
         if not isinstance(uri, str):
             raise TypeError("resource() needs a URI: use @server.resource('scheme://...')")
         if "://" not in uri:
@@ -230,16 +165,12 @@ class Registry:
                 mime_type=mime_type,
                 extras=extras,
             )
-            self._add(self._resources, uri, resource)
-            self._scoped(("resource", uri), own_scopes, fn)
+            self._add("resource", uri, resource)
+            self._scoped("resource", uri, own_scopes, fn)
             return fn
 
         return register
 
-    @overload
-    def prompt(self, name: F, /) -> F: ...
-
-    @overload
     def prompt(
         self,
         name: str | None = None,
@@ -249,34 +180,8 @@ class Registry:
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
         scopes: Sequence[str] | None = None,
-    ) -> Callable[[F], F]: ...
-
-    def prompt(
-        self,
-        name: str | Callable[..., Any] | None = None,
-        *,
-        title: str | None = None,
-        description: str | None = None,
-        icons: Sequence[Icon] | None = None,
-        meta: Mapping[str, Any] | None = None,
-        scopes: Sequence[str] | None = None,
-    ) -> Any:
-        """Register a prompt (`@server.prompt` or `@server.prompt(...)`); its parameters are
-        the prompt's (string) arguments.
-
-        - `name`: the prompt's name; default: the function's name.
-        - `title`: a human-readable name for user interfaces.
-        - `description`: default: the docstring's text before its `Args:` section, whose
-          lines describe the arguments.
-        - `icons`: icons a client may show (`[{"src": ..., "mimeType": ...}]`).
-        - `meta`: the prompt's `_meta` in `prompts/list`.
-        - `scopes`: the OAuth scopes a caller needs (with authorization on); default: the
-          server's `default_scopes`.
-
-        Returns the function unchanged.
-        """
-        if callable(name):
-            return self.prompt()(name)
+    ) -> Callable[[F], F]:
+        """`McpServer.prompt(...)`."""
         _check_name(name, "prompt")
         own_scopes = check_scopes(scopes, "prompt")
 
@@ -290,23 +195,14 @@ class Registry:
                 meta=check_meta(meta, owner=owner),
             )
             prompt = Prompt.build(fn, name=prompt_name, description=summary, extras=extras)
-            self._add(self._prompts, prompt_name, prompt)
-            self._scoped(("prompt", prompt_name), own_scopes, fn)
+            self._add("prompt", prompt_name, prompt)
+            self._scoped("prompt", prompt_name, own_scopes, fn)
             return fn
 
         return register
 
-    def completion(
-        self, *, prompt: str | None = None, resource: str | None = None
-    ) -> Callable[[F], F]:
-        """Register argument completion for a prompt or a resource template.
-
-        Give exactly one of `prompt` (a prompt's name) or `resource` (a resource template's
-        URI, as registered). The handler receives `argument: str, value: str,
-        context: dict[str, str]` (the argument's name, what the user typed so far, the
-        other arguments already filled in) and returns a list of suggestions; the first
-        100 are sent. Registering completion advertises the `completions` capability.
-        """
+    def completion(self, *, prompt: str | None, resource: str | None) -> Callable[[F], F]:
+        """`McpServer.completion(...)`."""
         if (prompt is None) == (resource is None):
             raise ValueError("completion needs exactly one of prompt= or resource=")
         key = ("ref/prompt", prompt) if prompt is not None else ("ref/resource", str(resource))
@@ -318,25 +214,14 @@ class Registry:
                     f"completion {key[1]}: a completion handler is called with (argument, "
                     "value, context) only: it cannot take a Request or FastAPI dependencies"
                 )
-            self._completers[key] = fn
+            self.completers[key] = fn
             return fn
 
         return register
 
     def add_source(self, source: Source) -> None:
-        """Serve the tools of a `ToolSource` beside the decorated ones (the host app's
-        routes, `AppRoutes`; a downstream's, `DownstreamTools`), or the prompts of a
-        `PromptSource`, or the resources and templates of a `ResourceSource`.
-
-        Its items are listed from the source when first needed (a list, or a call, get or
-        read of a name no decorated one has) and again after `source.changed()`, which
-        also tells listening clients (`notifications/tools/list_changed`, or the prompts'
-        or resources'). A decorated tool, prompt or resource keeps its name (URI) over a
-        source's. Adding a source announces the change too. `TypeError` for something
-        that is not a `ToolSource`, `PromptSource` or `ResourceSource`, `ValueError` for
-        a source already added.
-        """
-        catalogs = {c.kind: c for c in self._catalogs()}
+        """`McpServer.add_source(source)`: into the catalogs of its kind."""
+        catalogs = {c.kind: c for c in self.catalogs()}
         kind = getattr(source, "kind", None)
         if not isinstance(source, Source) or kind not in catalogs:
             raise TypeError(
@@ -345,26 +230,114 @@ class Registry:
             )
         catalogs[kind].add(source)
 
-    def _catalogs(self) -> tuple[Sourced, Sourced, Sourced]:
-        """The server's sources: of tools, prompts, resources."""
-        return self._sourced, self._sourced_prompts, self._sourced_resources
+    def remove(self, kind: Kind, key: str) -> None:
+        """Unregister a tool, prompt (by name) or resource (by URI), announced; `KeyError`
+        if there is none."""
+        table = self._table(kind)
+        if key not in table:
+            raise KeyError(f"no {kind} {key!r} is registered")
+        del table[key]
+        self._list_changed(kind)
 
-    def _scoped(self, key: tuple[str, str], own: frozenset[str] | None, fn: Any) -> None:
-        """Record the scopes of a primitive: its own (None: the server's default) plus
-        those of its FastAPI `Security` dependencies."""
+    # -- what the server asks --------------------------------------------------------
+
+    def catalogs(self) -> tuple[SourceCatalogs, SourceCatalogs, SourceCatalogs]:
+        """The catalogs of the server's sources: of tools, prompts, resources."""
+        return self.tool_sources, self.prompt_sources, self.resource_sources
+
+    def serves(self, family: str) -> bool:
+        """Whether anything of `family` (`tools`, `resources`, `prompts`, `completion`)
+        is registered or comes from a source."""
+        if family == "tools":
+            return bool(self.tools or self.tool_sources)
+        if family == "resources":
+            return bool(self.resources or self.resource_sources)
+        if family == "prompts":
+            return bool(self.prompts or self.prompt_sources)
+        if family == "completion":
+            return bool(self.completers)
+        return False
+
+    @property
+    def has_tasks(self) -> bool:
+        """Whether a tool (a decorated one, or a source's) may run as a task."""
+        return (
+            any(name in self.tools for name in self.task_policies)
+            or self.tool_sources.may_run_tasks()
+        )
+
+    def task_policy(self, tool_name: str) -> TaskPolicy:
+        """`McpServer.task_policy`."""
+        if tool_name in self.tools:
+            return self.task_policies.get(tool_name, "never")
+        return self.tool_sources.task_of(tool_name) if self.tool_sources else "never"
+
+    async def load_tool(self, tool_name: str, ctx: Context) -> None:
+        """Read the tool sources not read yet (with `ctx`) if no tool has `tool_name`."""
+        sources = self.tool_sources
+        if tool_name not in self.tools and sources and not sources.get(tool_name):
+            await sources.load(ctx, self.tools)
+
+    def timeout_of(self, tool_name: str) -> float | None:
+        """The tool's own timeout (a source's tool: its source's), or None."""
+        tool = self.tools.get(tool_name)
+        return tool.timeout if tool else self.tool_sources.timeout_of(tool_name)
+
+    def param_headers(self, tool_name: str) -> tuple[ParamHeader, ...]:
+        """`McpServer.param_headers`."""
+        tool = self.tools.get(tool_name)
+        return tool.headers if tool else ()
+
+    def resource_key(self, uri: object) -> str:
+        """The registered URI (or template) serving `uri`, else `uri` itself."""
+        uri = str(uri)
+        static = self.resources.get(uri)
+        if static is not None:
+            return uri
+        for resource in self.resources.values():
+            if resource.is_template and resource.match(uri) is not None:
+                return resource.uri
+        return uri
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Every source's `running()`, and the sources that list at start read (a name
+        already taken refused here: `ValueError`)."""
+        async with (
+            self.tool_sources.running(self.tools),
+            self.prompt_sources.running(self.prompts),
+            self.resource_sources.running(self.resources),
+        ):
+            yield
+
+    # -- internals -------------------------------------------------------------------
+
+    def _table(self, kind: Kind) -> dict[str, Any]:
+        tables: dict[Kind, dict[str, Any]] = {
+            "tool": self.tools,
+            "prompt": self.prompts,
+            "resource": self.resources,
+        }
+        return tables[kind]
+
+    def _add(self, kind: Kind, key: str, item: Any) -> None:
+        table = self._table(kind)
+        if key in table:
+            raise ValueError(f"{key!r} is already registered")
+        table[key] = item
+        self._list_changed(kind)
+
+    def _list_changed(self, kind: Kind) -> None:
+        self._announce(ChangeEvent(_LIST_CHANGED[kind]))
+
+    def _scoped(self, kind: Kind, key: str, own: frozenset[str] | None, fn: Any) -> None:
+        """Record the OAuth scopes of a primitive: its own (None: the server's default)
+        plus those of its FastAPI `Security` dependencies."""
         extra = security_scopes(fn)
         if own is None and not extra:
-            self._scopes.pop(key, None)
+            self.own_scopes.pop((kind, key), None)
         else:
-            self._scopes[key] = (own if own is not None else self._default_scopes) | extra
-
-    _default_scopes: frozenset[str]
-
-    def _add(self, registry: dict[str, Any], key: str, item: Any) -> None:
-        if key in registry:
-            raise ValueError(f"{key!r} is already registered")
-        registry[key] = item
-        self._registry_changed(registry)
+            self.own_scopes[(kind, key)] = (own if own is not None else self.default_scopes) | extra
 
 
 def _check_name(name: str | None, what: str) -> None:
@@ -399,13 +372,17 @@ def _check_tool_name(name: str) -> None:
 
 
 def _caller_level() -> int:
-    """The `stacklevel` that points a warning at the first frame outside this module: the
-    user's decorator line, however the decorator was called."""
+    """The `stacklevel` that points a warning at the first frame outside this package
+    (`McpServer`'s decorators, this registry): the user's decorator line, however the
+    decorator was called."""
     level = 1
     frame: FrameType | None = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename == __file__:
+    while frame is not None and os.path.dirname(frame.f_code.co_filename) == _HERE:
         level, frame = level + 1, frame.f_back
     return level
+
+
+_HERE: Final = os.path.dirname(__file__)
 
 
 def _check_title(title: str | None, owner: str) -> str | None:

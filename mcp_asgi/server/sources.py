@@ -7,15 +7,16 @@ changes of its list.
     ToolSource     tools: `list_tools` and `call_tool`, with `timeout` and `task`
     PromptSource   prompts: `get_prompt`
     ResourceSource resources and resource templates: `read_resource`, `own_uri`
-    SourceTool     one item as its source offers it: its name (a resource: its URI), its
-                   definition, its labels
+    SourceTool     one item (a tool, a prompt, a resource) as its source offers it: its
+                   name (a resource: its URI), its definition, its labels; the server
+                   exposes it as a `catalogs.ExposedItem`
     Selection      include/exclude selectors over an item's name and labels
 
 Sources so far: the host app's routes (`mcp_asgi.routes.AppRoutes`) and a downstream MCP
 server's tools, prompts and resources (`mcp_asgi.downstream`).
 
 The server's side (which tools are exposed, read when, under which names) is
-`server/sourced.py`::
+`server/catalogs.py`::
 
     McpServer.add_source(source) ─► source.list_tools(ctx)  at the first tools/list or
                                     unknown tools/call, again after source.changed()
@@ -45,7 +46,7 @@ from typing import Any, ClassVar, Final, Literal, get_args
 
 from mcp_asgi.protocol.jsonrpc import JsonObject
 from mcp_asgi.server.context import Context
-from mcp_asgi.server.scopes import check_scopes
+from mcp_asgi.server.oauth_scopes import check_scopes
 
 __all__ = [
     "Collision",
@@ -75,11 +76,14 @@ _MAX_NAME: Final = 128
 
 @dataclass(frozen=True, slots=True)
 class SourceTool:
-    """One tool as its source offers it.
+    """One item as its source offers it: a tool (a `PromptSource`'s prompt, a
+    `ResourceSource`'s resource or template).
 
-    - `name`: the source's own name for it (an operation id, a downstream tool's name).
-    - `definition`: its `tools/list` entry apart from the name: `inputSchema` (required),
-      and any of `description`, `title`, `outputSchema`, `annotations`, `icons`, `_meta`.
+    - `name`: the source's own name for it (an operation id, a downstream tool's name; a
+      resource's URI).
+    - `definition`: its list entry apart from the name; a tool's: `inputSchema`
+      (required), and any of `description`, `title`, `outputSchema`, `annotations`,
+      `icons`, `_meta`.
     - `labels`: what selectors can match besides the name, as `kind:value` strings
       (the routes': `tag:items`, `path:/items/{item_id}`, `method:GET`).
     - `handle`: whatever the source needs to call it; the server never reads it.

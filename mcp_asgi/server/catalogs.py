@@ -1,14 +1,19 @@
-"""`Sourced`: the server's side of its sources of one kind (server/sources.py): tools,
-prompts, or resources and resource templates; one instance for each kind.
+"""The server's side of its sources (server/sources.py): for each source, the catalog of
+what it exposes.
 
-For each source added with `McpServer.add_source`, the catalog of what it exposes: read
-from the source when first needed (a list, or a call/get/read of a name no decorated
-primitive has) and again after the source's `changed()`; selected, named, and checked
-against the names (a resource: the URIs) already taken. A source whose list cannot be read keeps its
-last catalog (logged); the next request tries again.
+    SourceCatalogs  the sources of one kind on a server (tools, prompts, or resources and
+                    resource templates) and their catalogs; one instance for each kind
+    ExposedItem     one item a source offers (a `SourceTool`), as the server exposes it:
+                    under its exposed name (a resource: URI), with its source
+
+A catalog is read from its source when first needed (a list, or a call/get/read of a name
+no decorated primitive has) and again after the source's `changed()`; what the source
+offers is selected, named, and checked against the names (a resource: the URIs) already
+taken. A source whose list cannot be read keeps its last catalog (logged); the next
+request tries again.
 
 While the server runs (`running()`), every source's own `running()` is entered, and a
-source that can list its tools without a request (`list_at_start`) is read at once, so a
+source that can list its items without a request (`list_at_start`) is read at once, so a
 name it would take twice is refused before the first request (`on_collision="refuse"`).
 """
 
@@ -36,12 +41,13 @@ from mcp_asgi.server.sources import (
 
 
 @dataclass(frozen=True, slots=True)
-class SourcedTool:
-    """An item a source offers, as the server exposes it (`name`: a resource's URI)."""
+class ExposedItem:
+    """An item a source offers, as the server exposes it (`name`: a resource's URI;
+    `item`: the item as the source offers it)."""
 
     name: str
     source: Source  # a ToolSource, PromptSource or ResourceSource
-    tool: SourceTool
+    item: SourceTool
     key: str = "name"  # what `name` is listed as: "name", "uri" or "uriTemplate"
 
     @property
@@ -49,13 +55,13 @@ class SourcedTool:
         return self.key == "uriTemplate"
 
     def describe(self) -> JsonObject:
-        return {**self.tool.definition, self.key: self.name}
+        return {**self.item.definition, self.key: self.name}
 
     async def call(self, arguments: dict[str, Any], ctx: Context) -> JsonObject:
         """The source's answer; a failure of the source (not the request's cancellation,
         nor an `McpError`) becomes an `isError` result, logged."""
         try:
-            return await cast(ToolSource, self.source).call_tool(self.tool, arguments, ctx)
+            return await cast(ToolSource, self.source).call_tool(self.item, arguments, ctx)
         except McpError:
             raise
         except Exception as exc:
@@ -71,13 +77,15 @@ class SourcedTool:
 
 
 class _Catalog:
-    __slots__ = ("read", "source", "tools", "version")
+    """What one source exposes, by exposed name, and whether it must be read again."""
+
+    __slots__ = ("items", "read", "source", "version")
 
     def __init__(self, source: Source) -> None:
         self.source = source
-        self.tools: dict[str, SourcedTool] = {}
+        self.items: dict[str, ExposedItem] = {}
         self.version = 1  # raised by every changed()
-        self.read = 0  # the version the tools were read at
+        self.read = 0  # the version the items were read at
 
     @property
     def stale(self) -> bool:
@@ -91,7 +99,7 @@ _CLASSES: dict[SourceKind, type] = {
 }
 
 
-class Sourced:
+class SourceCatalogs:
     """The sources of one kind on one server, and the items each exposes."""
 
     def __init__(
@@ -160,9 +168,9 @@ class Sourced:
                     _errors.error("%s", refused)
                     raise McpError(INTERNAL_ERROR, str(refused)) from None
 
-    def tools(self) -> list[SourcedTool]:
+    def items(self) -> list[ExposedItem]:
         """Every item exposed (tools, prompts, or resources and templates)."""
-        return [tool for catalog in self._catalogs for tool in catalog.tools.values()]
+        return [item for catalog in self._catalogs for item in catalog.items.values()]
 
     def route(self, uri: str) -> tuple[ResourceSource, str] | None:
         """The resource source that serves `uri`, and its own URI for it: the source
@@ -171,7 +179,7 @@ class Sourced:
         exposed = self.get(uri)
         if exposed is not None and not exposed.is_template:
             return self._routed(exposed.source, uri)
-        for item in self.tools():
+        for item in self.items():
             if item.is_template and _template_matches(item.name, uri):
                 return self._routed(item.source, uri)
         for catalog in self._catalogs:
@@ -186,21 +194,22 @@ class Sourced:
         own = resources.own_uri(uri)
         return None if own is None else (resources, own)
 
-    def get(self, name: str) -> SourcedTool | None:
+    def get(self, name: str) -> ExposedItem | None:
+        """The item exposed as `name` (a resource: its URI), if a catalog has it."""
         for catalog in self._catalogs:
-            tool = catalog.tools.get(name)
-            if tool is not None:
-                return tool
+            item = catalog.items.get(name)
+            if item is not None:
+                return item
         return None
 
     def scopes_of(self, name: str, default: frozenset[str]) -> frozenset[str]:
-        """The scopes calling `name` needs: its source's; for a name no catalog has while a
+        """The OAuth scopes calling `name` needs: its source's; for a name no catalog has while a
         catalog is still unread, those of every unread source (the strictest answer)."""
         for catalog in self._catalogs:
-            if name in catalog.tools:
-                return _scopes(catalog.source, default)
-        unread = [c.source for c in self._catalogs if c.stale and not c.tools]
-        return default.union(*(_scopes(source, default) for source in unread))
+            if name in catalog.items:
+                return _oauth_scopes(catalog.source, default)
+        unread = [c.source for c in self._catalogs if c.stale and not c.items]
+        return default.union(*(_oauth_scopes(source, default) for source in unread))
 
     def declared_scopes(self) -> frozenset[str]:
         found = (c.source.scopes for c in self._catalogs)
@@ -210,10 +219,10 @@ class Sourced:
         """Whether a call of `name` may run as a task: its source's `task`; for a name no
         catalog has while a catalog is still unread, `"optional"` if an unread source's
         tools may run as tasks (the caller reads the sources, then asks again)."""
-        tool = self.get(name)
-        if tool is not None:
-            return _tools(tool.source).task
-        unread = [_tools(c.source).task for c in self._catalogs if c.stale and not c.tools]
+        exposed = self.get(name)
+        if exposed is not None:
+            return _tools(exposed.source).task
+        unread = [_tools(c.source).task for c in self._catalogs if c.stale and not c.items]
         return "optional" if any(task != "never" for task in unread) else "never"
 
     def may_run_tasks(self) -> bool:
@@ -223,10 +232,10 @@ class Sourced:
     def timeout_of(self, name: str) -> float | None:
         """A call's timeout: its source's; for a name no catalog has while a catalog is
         still unread, the shortest of the unread sources' (the call reads them)."""
-        tool = self.get(name)
-        if tool is not None:
-            return _tools(tool.source).timeout
-        unread = [_tools(c.source).timeout for c in self._catalogs if c.stale and not c.tools]
+        exposed = self.get(name)
+        if exposed is not None:
+            return _tools(exposed.source).timeout
+        unread = [_tools(c.source).timeout for c in self._catalogs if c.stale and not c.items]
         timeouts = [t for t in unread if t is not None]
         return min(timeouts) if timeouts else None
 
@@ -255,18 +264,18 @@ class Sourced:
         refusing source's first read raises `ValueError`."""
         source = catalog.source
         kind = type(source).__name__
-        tools: dict[str, SourcedTool] = {}
-        others = {n for c in self._catalogs if c is not catalog for n in c.tools}
+        items: dict[str, ExposedItem] = {}
+        others = {n for c in self._catalogs if c is not catalog for n in c.items}
         clashes: list[tuple[str, str]] = []
-        for tool in offered:
-            if not source.selection.selects(tool.name, tool.labels):
+        for item in offered:
+            if not source.selection.selects(item.name, item.labels):
                 continue
-            name = source.exposed_name(tool)
-            if name in taken or name in others or name in tools:
-                clashes.append((name, tool.name))
+            name = source.exposed_name(item)
+            if name in taken or name in others or name in items:
+                clashes.append((name, item.name))
                 continue
-            key = "name" if self.kind != "resource" else _uri_key(tool)
-            tools[name] = SourcedTool(name, source, tool, key)
+            key = "name" if self.kind != "resource" else _uri_key(item)
+            items[name] = ExposedItem(name, source, item, key)
         refuse = source.on_collision == "refuse"
         if clashes and refuse and catalog.read == 0:
             names = ", ".join(f"{name!r} ({own!r})" for name, own in clashes)
@@ -282,7 +291,7 @@ class Sourced:
                 name,
                 own,
             )
-        catalog.tools = tools
+        catalog.items = items
         catalog.read = version  # a changed() during the read leaves it stale
 
 
@@ -309,5 +318,5 @@ def _template_matches(template: str, uri: str) -> bool:
     return re.fullmatch(pattern, uri, re.DOTALL) is not None
 
 
-def _scopes(source: Source, default: frozenset[str]) -> frozenset[str]:
+def _oauth_scopes(source: Source, default: frozenset[str]) -> frozenset[str]:
     return source.scopes if source.scopes is not None else default
