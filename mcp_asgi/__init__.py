@@ -30,7 +30,7 @@ from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import McpServer
 from mcp_asgi.server.metadata import Annotations, Icon, ToolAnnotations
 from mcp_asgi.server.registry import ToolNameWarning
-from mcp_asgi.server.sources import PromptSource, ResourceSource, SourceTool, ToolSource
+from mcp_asgi.server.sources import PromptSource, ResourceSource, SourceItem, ToolSource
 from mcp_asgi.settings import McpSettings
 
 __all__ = [
@@ -52,7 +52,7 @@ __all__ = [
     "RequestCancelled",
     "ResourceLink",
     "ResourceSource",
-    "SourceTool",
+    "SourceItem",
     "TextContent",
     "TextResource",
     "ToolAnnotations",

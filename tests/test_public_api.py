@@ -37,7 +37,7 @@ ROOT = [
     "RequestCancelled",
     "ResourceLink",
     "ResourceSource",
-    "SourceTool",
+    "SourceItem",
     "TextContent",
     "TextResource",
     "ToolAnnotations",

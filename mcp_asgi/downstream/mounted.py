@@ -14,7 +14,7 @@ import anyio
 from mcp_asgi._loggers import downstream_logger as logger
 from mcp_asgi.downstream.client import Downstream
 from mcp_asgi.server.context import Context
-from mcp_asgi.server.sources import SourceTool
+from mcp_asgi.server.sources import SourceItem
 
 
 class Mounted:
@@ -36,7 +36,7 @@ class Mounted:
         self._what = family
         downstream.on_list_changed(family, self.changed)
 
-    async def _list(self) -> Sequence[SourceTool]:
+    async def _list(self) -> Sequence[SourceItem]:
         raise NotImplementedError
 
     @asynccontextmanager
@@ -48,7 +48,7 @@ class Mounted:
         async with self.downstream:
             yield
 
-    async def list_at_start(self) -> Sequence[SourceTool] | None:
+    async def list_at_start(self) -> Sequence[SourceItem] | None:
         with anyio.move_on_after(self._start_timeout):
             return await self._list()
         logger.warning(
@@ -60,7 +60,7 @@ class Mounted:
         )
         return None
 
-    async def list_items(self, ctx: Context) -> Sequence[SourceTool]:
+    async def list_items(self, ctx: Context) -> Sequence[SourceItem]:
         return await self._list()
 
 
@@ -71,9 +71,9 @@ def name_of(downstream: Downstream, owner: str) -> str:
     return downstream.name
 
 
-def named_items(entries: Sequence[dict[str, object]]) -> list[SourceTool]:
+def named_items(entries: Sequence[dict[str, object]]) -> list[SourceItem]:
     """Tools or prompts as a downstream lists them: by name, the rest as definition."""
     return [
-        SourceTool(str(entry["name"]), {k: v for k, v in entry.items() if k != "name"})
+        SourceItem(str(entry["name"]), {k: v for k, v in entry.items() if k != "name"})
         for entry in entries
     ]

@@ -18,7 +18,7 @@ from mcp_asgi.downstream.client import Downstream
 from mcp_asgi.downstream.mounted import Mounted, name_of, named_items
 from mcp_asgi.protocol.jsonrpc import JsonObject
 from mcp_asgi.server.context import Context
-from mcp_asgi.server.sources import Collision, PromptSource, SourceTool
+from mcp_asgi.server.sources import Collision, PromptSource, SourceItem
 
 
 class DownstreamPrompts(Mounted, PromptSource):
@@ -51,9 +51,9 @@ class DownstreamPrompts(Mounted, PromptSource):
         self._mount(downstream, start_timeout, "prompts")
 
     async def get_prompt(
-        self, prompt: SourceTool, arguments: dict[str, Any], ctx: Context
+        self, prompt: SourceItem, arguments: dict[str, Any], ctx: Context
     ) -> JsonObject:
         return await self.downstream.get_prompt(prompt.name, arguments, ctx)
 
-    async def _list(self) -> list[SourceTool]:
+    async def _list(self) -> list[SourceItem]:
         return named_items(await self.downstream.list_prompts())

@@ -27,7 +27,7 @@ from mcp_asgi.downstream.client import Downstream
 from mcp_asgi.downstream.mounted import Mounted, name_of
 from mcp_asgi.protocol.jsonrpc import JsonObject
 from mcp_asgi.server.context import Context
-from mcp_asgi.server.sources import Collision, ResourceSource, SourceTool
+from mcp_asgi.server.sources import Collision, ResourceSource, SourceItem
 
 
 class DownstreamResources(Mounted, ResourceSource):
@@ -84,14 +84,14 @@ class DownstreamResources(Mounted, ResourceSource):
         result = await self.downstream.read_resource(uri, ctx)
         for content in result.get("contents") or ():
             if isinstance(content, dict) and isinstance(content.get("uri"), str):
-                content["uri"] = self.exposed_name(SourceTool(content["uri"], {}))
+                content["uri"] = self.exposed_name(SourceItem(content["uri"], {}))
         return result
 
     def _relay_update(self, uri: str) -> None:
         if self.selection.selects(uri):  # (another source on the downstream may own it)
             self.updated(uri)
 
-    async def _list(self) -> list[SourceTool]:
+    async def _list(self) -> list[SourceItem]:
         resources = await self.downstream.list_resources()
         templates = await self.downstream.list_resource_templates()
         if self._subscribe:
@@ -100,6 +100,6 @@ class DownstreamResources(Mounted, ResourceSource):
                 [u for u in uris if self.selection.selects(u)]
             )
         return [
-            *(SourceTool(str(entry["uri"]), entry) for entry in resources),
-            *(SourceTool(str(entry["uriTemplate"]), entry) for entry in templates),
+            *(SourceItem(str(entry["uri"]), entry) for entry in resources),
+            *(SourceItem(str(entry["uriTemplate"]), entry) for entry in templates),
         ]

@@ -22,7 +22,7 @@ from mcp_asgi.downstream.client import Downstream
 from mcp_asgi.downstream.mounted import Mounted, name_of
 from mcp_asgi.protocol.jsonrpc import JsonObject
 from mcp_asgi.server.context import Context
-from mcp_asgi.server.sources import Collision, SourceTool, TaskPolicy, ToolSource
+from mcp_asgi.server.sources import Collision, SourceItem, TaskPolicy, ToolSource
 
 
 class DownstreamTools(Mounted, ToolSource):
@@ -73,17 +73,17 @@ class DownstreamTools(Mounted, ToolSource):
         )
         self._mount(downstream, start_timeout, "tools")
 
-    async def list_tools(self, ctx: Context) -> Sequence[SourceTool]:
+    async def list_tools(self, ctx: Context) -> Sequence[SourceItem]:
         return await self._list()
 
     async def call_tool(
-        self, tool: SourceTool, arguments: dict[str, Any], ctx: Context
+        self, tool: SourceItem, arguments: dict[str, Any], ctx: Context
     ) -> JsonObject:
         return await self.downstream.call_tool(tool.name, arguments, ctx)
 
-    async def _list(self) -> list[SourceTool]:
+    async def _list(self) -> list[SourceItem]:
         return [
-            SourceTool(
+            SourceItem(
                 str(entry["name"]),
                 {key: value for key, value in entry.items() if key != "name"},
                 _labels(entry),

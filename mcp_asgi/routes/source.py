@@ -16,7 +16,7 @@ from mcp_asgi.routes.result import tool_result
 from mcp_asgi.routes.target import Target
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.primitives import tool_error
-from mcp_asgi.server.sources import SourceTool, TaskPolicy, ToolSource
+from mcp_asgi.server.sources import SourceItem, TaskPolicy, ToolSource
 
 OpenApi = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
 
@@ -110,9 +110,9 @@ class AppRoutes(ToolSource):
         self._regenerate = True
         self.changed()
 
-    async def list_tools(self, ctx: Context) -> Sequence[SourceTool]:
+    async def list_tools(self, ctx: Context) -> Sequence[SourceItem]:
         document = self._document(self._app_of(ctx))
-        tools: list[SourceTool] = []
+        tools: list[SourceItem] = []
         for path, item in (document.get("paths") or {}).items():
             for method in METHODS:
                 operation = item.get(method.lower()) if isinstance(item, Mapping) else None
@@ -124,7 +124,7 @@ class AppRoutes(ToolSource):
         return tools
 
     async def call_tool(
-        self, tool: SourceTool, arguments: dict[str, Any], ctx: Context
+        self, tool: SourceItem, arguments: dict[str, Any], ctx: Context
     ) -> JsonObject:
         operation: Operation = tool.handle
         problem = operation.validator.problems(arguments)
@@ -150,7 +150,7 @@ class AppRoutes(ToolSource):
 
     def _tool(
         self, document: Mapping[str, Any], path: str, method: str, spec: Mapping[str, Any]
-    ) -> SourceTool | None:
+    ) -> SourceItem | None:
         made = operation_of(document, path, method, spec)
         name = made.operation_id if isinstance(made, Operation) else spec.get("operationId")
         labels = frozenset(
@@ -161,7 +161,7 @@ class AppRoutes(ToolSource):
         if isinstance(made, Skipped):
             logger.info("route %s %s is not exposed as a tool: %s", method, path, made.reason)
             return None
-        return SourceTool(made.operation_id, made.definition, labels, made)
+        return SourceItem(made.operation_id, made.definition, labels, made)
 
     def _document(self, app: ASGIApp) -> Mapping[str, Any]:
         source = self._openapi

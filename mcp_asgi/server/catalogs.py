@@ -3,7 +3,7 @@ what it exposes.
 
     SourceCatalogs  the sources of one kind on a server (tools, prompts, or resources and
                     resource templates) and their catalogs; one instance for each kind
-    ExposedItem     one item a source offers (a `SourceTool`), as the server exposes it:
+    ExposedItem     one item a source offers (a `SourceItem`), as the server exposes it:
                     under its exposed name (a resource: URI), with its source
 
 A catalog is read from its source when first needed (a list, or a call/get/read of a name
@@ -33,8 +33,8 @@ from mcp_asgi.server.sources import (
     PromptSource,
     ResourceSource,
     Source,
+    SourceItem,
     SourceKind,
-    SourceTool,
     TaskPolicy,
     ToolSource,
 )
@@ -47,7 +47,7 @@ class ExposedItem:
 
     name: str
     source: Source  # a ToolSource, PromptSource or ResourceSource
-    item: SourceTool
+    item: SourceItem
     key: str = "name"  # what `name` is listed as: "name", "uri" or "uriTemplate"
 
     @property
@@ -256,7 +256,7 @@ class SourceCatalogs:
     def _install(
         self,
         catalog: _Catalog,
-        offered: Sequence[SourceTool],
+        offered: Sequence[SourceItem],
         taken: Container[str],
         version: int,
     ) -> None:
@@ -306,7 +306,7 @@ def _tools(source: Source) -> ToolSource:
     return cast(ToolSource, source)  # (only a tools catalog is asked about tasks, timeouts)
 
 
-def _uri_key(item: SourceTool) -> str:
+def _uri_key(item: SourceItem) -> str:
     return "uriTemplate" if "uriTemplate" in item.definition else "uri"
 
 

@@ -7,7 +7,7 @@ changes of its list.
     ToolSource     tools: `list_tools` and `call_tool`, with `timeout` and `task`
     PromptSource   prompts: `get_prompt`
     ResourceSource resources and resource templates: `read_resource`, `own_uri`
-    SourceTool     one item (a tool, a prompt, a resource) as its source offers it: its
+    SourceItem     one item (a tool, a prompt, a resource) as its source offers it: its
                    name (a resource: its URI), its definition, its labels; the server
                    exposes it as a `catalogs.ExposedItem`
     Selection      include/exclude selectors over an item's name and labels
@@ -54,8 +54,8 @@ __all__ = [
     "ResourceSource",
     "Selection",
     "Source",
+    "SourceItem",
     "SourceKind",
-    "SourceTool",
     "TaskPolicy",
     "ToolSource",
     "tool_name",
@@ -75,7 +75,7 @@ _MAX_NAME: Final = 128
 
 
 @dataclass(frozen=True, slots=True)
-class SourceTool:
+class SourceItem:
     """One item as its source offers it: a tool (a `PromptSource`'s prompt, a
     `ResourceSource`'s resource or template).
 
@@ -159,7 +159,7 @@ class Source(abc.ABC):
         self._listeners: list[Callable[[], None]] = []
 
     @abc.abstractmethod
-    async def list_items(self, ctx: Context) -> Sequence[SourceTool]:
+    async def list_items(self, ctx: Context) -> Sequence[SourceItem]:
         """The items the source offers now (a `ToolSource`: `list_tools`)."""
 
     @asynccontextmanager
@@ -169,13 +169,13 @@ class Source(abc.ABC):
         default."""
         yield
 
-    async def list_at_start(self) -> Sequence[SourceTool] | None:
+    async def list_at_start(self) -> Sequence[SourceItem] | None:
         """The items the source offers when the server starts, if it can tell without a
         request (then names are checked at start); None (the default): read at the first
         request that needs them, with that request's context."""
         return None
 
-    def exposed_name(self, item: SourceTool) -> str:
+    def exposed_name(self, item: SourceItem) -> str:
         """The name (a resource: the URI) the server lists `item` under."""
         return self._names.get(item.name, self._prefix + item.name)
 
@@ -249,30 +249,30 @@ class ToolSource(Source):
         `"required"`."""
 
     @abc.abstractmethod
-    async def list_tools(self, ctx: Context) -> Sequence[SourceTool]:
+    async def list_tools(self, ctx: Context) -> Sequence[SourceItem]:
         """The tools the source offers now. Called with the context of the request that
         needs them (a `tools/list`, or a `tools/call` of a name not known yet); again
         after `changed()`. An exception is logged and the list stays as it was."""
 
     @abc.abstractmethod
     async def call_tool(
-        self, tool: SourceTool, arguments: dict[str, Any], ctx: Context
+        self, tool: SourceItem, arguments: dict[str, Any], ctx: Context
     ) -> JsonObject:
         """Call one of its tools, in the handler's task (the request's cancellation and
         deadline reach it), and answer the `tools/call` result (`isError` for a failure
         the model can act on). Another exception becomes an `isError` result, logged."""
 
-    async def list_items(self, ctx: Context) -> Sequence[SourceTool]:
+    async def list_items(self, ctx: Context) -> Sequence[SourceItem]:
         return await self.list_tools(ctx)
 
-    def exposed_name(self, item: SourceTool) -> str:
+    def exposed_name(self, item: SourceItem) -> str:
         """The name the server lists `item` under (a valid MCP tool name)."""
         return tool_name(super().exposed_name(item))
 
 
 class PromptSource(Source):
     """Where prompts come from besides `@server.prompt` (`server.add_source(source)`):
-    `list_items` gives each prompt as a `SourceTool` (its name; its `prompts/list` entry
+    `list_items` gives each prompt as a `SourceItem` (its name; its `prompts/list` entry
     apart from the name as `definition`), `get_prompt` answers a `prompts/get` of one, in
     the handler's task. `include`/`exclude`, `names`/`prefix`, `scopes`, `on_collision`
     as for a `ToolSource`; a name taken by a decorated prompt or another source's is not
@@ -282,14 +282,14 @@ class PromptSource(Source):
 
     @abc.abstractmethod
     async def get_prompt(
-        self, prompt: SourceTool, arguments: dict[str, Any], ctx: Context
+        self, prompt: SourceItem, arguments: dict[str, Any], ctx: Context
     ) -> JsonObject:
         """The `prompts/get` result of one of its prompts."""
 
 
 class ResourceSource(Source):
     """Where resources and resource templates come from besides `@server.resource`
-    (`server.add_source(source)`): `list_items` gives each as a `SourceTool` named by its
+    (`server.add_source(source)`): `list_items` gives each as a `SourceItem` named by its
     URI (a template: its `uriTemplate`, and `definition` has the key `uriTemplate`), the
     rest of its list entry as `definition`. The exposed URI is `names[uri]`, else
     `prefix + uri` (a prefix such as `"files+"` makes `files+file:///a` of `file:///a`:
@@ -321,7 +321,7 @@ class ResourceSource(Source):
     def updated(self, uri: str) -> None:
         """The resource at `uri` (the source's own URI) changed: clients subscribed to it
         as the server exposes it are told (`notifications/resources/updated`)."""
-        exposed = self.exposed_name(SourceTool(uri, {}))
+        exposed = self.exposed_name(SourceItem(uri, {}))
         for listener in self._updates:
             listener(exposed)
 

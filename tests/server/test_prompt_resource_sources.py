@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_asgi import Context, McpServer, PromptSource, ResourceSource, SourceTool
+from mcp_asgi import Context, McpServer, PromptSource, ResourceSource, SourceItem
 from mcp_asgi.bus.in_process import ChangeEvent
 from mcp_asgi.protocol.jsonrpc import JsonObject
 
@@ -26,11 +26,11 @@ class Prompts(PromptSource):
         super().__init__(**options)
         self.offered = list(offered)
 
-    async def list_items(self, ctx: Context) -> Sequence[SourceTool]:
-        return [SourceTool(name, {"description": f"the {name} prompt"}) for name in self.offered]
+    async def list_items(self, ctx: Context) -> Sequence[SourceItem]:
+        return [SourceItem(name, {"description": f"the {name} prompt"}) for name in self.offered]
 
     async def get_prompt(
-        self, prompt: SourceTool, arguments: dict[str, Any], ctx: Context
+        self, prompt: SourceItem, arguments: dict[str, Any], ctx: Context
     ) -> JsonObject:
         text = f"{prompt.name} {sorted(arguments.items())}"
         return {"messages": [{"role": "user", "content": {"type": "text", "text": text}}]}
@@ -39,11 +39,11 @@ class Prompts(PromptSource):
 class Files(ResourceSource):
     """Two files and a template; a read answers the URI it was asked."""
 
-    async def list_items(self, ctx: Context) -> Sequence[SourceTool]:
+    async def list_items(self, ctx: Context) -> Sequence[SourceItem]:
         return [
-            SourceTool("file:///a", {"uri": "file:///a", "name": "a"}),
-            SourceTool("file:///b", {"uri": "file:///b", "name": "b"}),
-            SourceTool("file:///logs/{day}", {"uriTemplate": "file:///logs/{day}", "name": "l"}),
+            SourceItem("file:///a", {"uri": "file:///a", "name": "a"}),
+            SourceItem("file:///b", {"uri": "file:///b", "name": "b"}),
+            SourceItem("file:///logs/{day}", {"uriTemplate": "file:///logs/{day}", "name": "l"}),
         ]
 
     async def read_resource(self, uri: str, ctx: Context) -> JsonObject:
@@ -143,5 +143,5 @@ async def test_scopes_of_an_unread_source() -> None:
 class FilesAtStart(Files):
     """Listed when the server starts."""
 
-    async def list_at_start(self) -> Sequence[SourceTool]:
+    async def list_at_start(self) -> Sequence[SourceItem]:
         return await self.list_items(None)  # type: ignore[arg-type]

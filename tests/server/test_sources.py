@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_asgi import Context, McpServer, SourceTool, ToolSource
+from mcp_asgi import Context, McpServer, SourceItem, ToolSource
 from mcp_asgi.bus.in_process import InProcessBus
 from mcp_asgi.protocol.jsonrpc import JsonObject
 from mcp_asgi.server.sources import Selection, tool_name
@@ -30,12 +30,12 @@ class Catalog(ToolSource):
         self.lists = 0
         self.fail = False
 
-    async def list_tools(self, ctx: Context) -> Sequence[SourceTool]:
+    async def list_tools(self, ctx: Context) -> Sequence[SourceItem]:
         self.lists += 1
         if self.fail:
             raise ConnectionError("the downstream server is unreachable")
         return [
-            SourceTool(
+            SourceItem(
                 name,
                 {"inputSchema": SCHEMA, "description": f"the {name} tool"},
                 frozenset({f"tag:{name.split('_')[0]}"}),
@@ -45,7 +45,7 @@ class Catalog(ToolSource):
         ]
 
     async def call_tool(
-        self, tool: SourceTool, arguments: dict[str, Any], ctx: Context
+        self, tool: SourceItem, arguments: dict[str, Any], ctx: Context
     ) -> JsonObject:
         if tool.handle == "boom_now":
             raise RuntimeError("downstream broke")
