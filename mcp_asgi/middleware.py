@@ -30,8 +30,9 @@ from mcp_asgi.auth.metadata import MetadataDocument, document_of
 from mcp_asgi.auth.verifier import TokenVerifier
 from mcp_asgi.bus.in_process import NotificationBus
 from mcp_asgi.endpoint import ModernEndpoint
-from mcp_asgi.http.accept import ResponseMode, negotiate
+from mcp_asgi.http.accept import negotiate
 from mcp_asgi.http.body import ClientGone, check_content_type, read_body
+from mcp_asgi.http.exchange import Exchange
 from mcp_asgi.http.origin import normalize_origin, origin_allowed
 from mcp_asgi.http.reply import ReplyWriter, dump, send_json
 from mcp_asgi.inflight import InFlight
@@ -57,17 +58,7 @@ from mcp_asgi.telemetry import Telemetry
 
 
 class _Endpoint(Protocol):
-    async def serve_post(
-        self,
-        asgi_scope: Scope,
-        receive: Receive,
-        send: Send,
-        message: IncomingMessage,
-        mode: ResponseMode,
-        *,
-        body: bytes,
-        arrived: float,
-    ) -> None: ...
+    async def serve_post(self, exchange: Exchange, message: IncomingMessage) -> None: ...
 
 
 class McpMiddleware:
@@ -397,7 +388,7 @@ class McpMiddleware:
                 legacy if legacy and is_legacy(asgi_scope, message) else self._modern
             )
             await endpoint.serve_post(
-                asgi_scope, receive, send, message, mode, body=body, arrived=arrived
+                Exchange(asgi_scope, receive, send, body, arrived, mode), message
             )
         except (ProtocolError, StoreUnavailable) as caught:  # the store: logged once by it
             error = caught if isinstance(caught, ProtocolError) else store_unavailable()
