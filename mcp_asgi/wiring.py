@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from opentelemetry import metrics, trace
 
+from mcp_asgi.auth.config import AuthSettings
 from mcp_asgi.auth.discovery import HttpJson
 from mcp_asgi.auth.guard import Authenticator
 from mcp_asgi.auth.metadata import MetadataDocument, document_of
@@ -34,7 +35,13 @@ from mcp_asgi.legacy import LegacyEndpoint
 from mcp_asgi.limits import AuthFailures, ClientLimits
 from mcp_asgi.runtime import RequestRuntime, input_rounds, result_options
 from mcp_asgi.server.mcp_server import McpServer
-from mcp_asgi.settings import VERIFIER_SETTINGS, McpSettings, changed
+from mcp_asgi.settings import (
+    VERIFIER_SETTINGS,
+    BusSettings,
+    LimitSettings,
+    McpSettings,
+    changed,
+)
 from mcp_asgi.store import StateStore, store_from_url
 from mcp_asgi.tasks import TaskMethods, TaskRegistry, TaskSupervisor
 from mcp_asgi.telemetry import Telemetry
@@ -70,7 +77,7 @@ class Wiring:
         client, the tasks' work, and the 2025-era sessions hearing the other replicas.
         `ValueError` on entering: a name already taken, scopes nobody checks."""
         async with self.server.running():
-            check_scopes_enforced(self.server, self.settings)  # what registered since
+            check_scopes_enforced(self.server, self.settings.auth)  # what registered since
             legacy = self.legacy.running() if self.legacy is not None else nullcontext()
             async with self.http, self.tasks.run_tasks(), legacy:
                 yield
@@ -111,46 +118,56 @@ def wire(
         record_arguments=settings.record_arguments,
         record_principal=settings.record_principal,
     )
-    bus = bus_of(server, settings, meter_provider)
+    bus_settings, client_limits = settings.bus, settings.limits
+    legacy_settings, task_settings = settings.legacy, settings.tasks
+    bus = bus_of(server, bus_settings, meter_provider)
     http = HttpJson()
-    auth, metadata = auth_of(server, settings, token_verifier, http)
+    if token_verifier is not None and (unused := changed(settings, VERIFIER_SETTINGS)):
+        raise ValueError(
+            f"McpSettings {', '.join(unused)} set, but a token_verifier is given, which "
+            "replaces the built-in verifiers that read them: remove them"
+        )
+    auth, metadata = auth_of(server, settings.auth, client_limits, token_verifier, http)
     runtime = RequestRuntime(server, settings)
     inflight = InFlight(runtime, telemetry)
     limits = ClientLimits(
-        rate=settings.rate_limit,
-        burst=settings.rate_limit_burst,
-        requests=settings.max_requests_per_client,
-        listen_streams=settings.max_listen_streams_per_client,
-        sessions=settings.max_sessions_per_client,
-        tasks=settings.max_tasks_per_client,
-        retry_sessions_after=settings.session_idle_ttl,
-        ipv4_prefix=settings.client_ipv4_prefix,
-        ipv6_prefix=settings.client_ipv6_prefix,
+        rate=client_limits.rate,
+        burst=client_limits.burst,
+        requests=client_limits.requests,
+        listen_streams=client_limits.listen_streams,
+        sessions=client_limits.sessions,
+        tasks=client_limits.tasks,
+        retry_sessions_after=legacy_settings.session_idle_ttl,
+        ipv4_prefix=client_limits.ipv4_prefix,
+        ipv6_prefix=client_limits.ipv6_prefix,
     )
     options = result_options(settings, private=auth is not None)
     store = store_from_url(  # with the Redis bus: shared by replicas
-        settings.bus_url, timeout=settings.redis_timeout, retry_max=settings.redis_retry_max
+        bus_settings.url,
+        timeout=bus_settings.redis_timeout,
+        retry_max=bus_settings.redis_retry_max,
     )
     registry = TaskRegistry(store, on_status=server.subscriptions.task_changed)
-    tasks = TaskSupervisor(server, registry, settings, telemetry, options, runtime)
+    tasks = TaskSupervisor(server, registry, task_settings, telemetry, options, runtime)
     modern = ModernEndpoint(
         server,
         inflight=inflight,
         inputs=input_rounds(settings),
         options=options,
         limits=limits,
-        tasks=TaskMethods(server, tasks, window=settings.task_result_window, limits=limits),
+        tasks=TaskMethods(server, tasks, window=task_settings.result_window, limits=limits),
     )
     legacy = (
         LegacyEndpoint(
             server,
-            settings,
+            legacy_settings,
+            keepalive_interval=settings.keepalive_interval,
             limits=limits,
             open_scope=inflight.open,
             dispatch=lambda request, ctx: server.dispatch(request, ctx, options),
             store=store,
         )
-        if settings.legacy_enabled
+        if legacy_settings.enabled
         else None
     )
     return Wiring(
@@ -160,18 +177,18 @@ def wire(
 
 
 def bus_of(
-    server: McpServer, settings: McpSettings, meter_provider: metrics.MeterProvider | None
+    server: McpServer, settings: BusSettings, meter_provider: metrics.MeterProvider | None
 ) -> NotificationBus | None:
-    """The bus `settings.bus_url` names, made now and attached to the server later."""
-    if settings.bus_url is None:
+    """The bus `bus_url` names, made now and attached to the server later."""
+    if settings.url is None:
         return None
     if server.subscriptions.has_own_bus:
         raise ValueError("both McpServer(bus=...) and McpSettings.bus_url are set")
     from mcp_asgi.bus.redis import bus_from_url
 
     return bus_from_url(
-        settings.bus_url,
-        channel=settings.bus_channel,
+        settings.url,
+        channel=settings.channel,
         timeout=settings.redis_timeout,
         reconnect_max=settings.redis_retry_max,
         meter_provider=meter_provider,
@@ -179,86 +196,80 @@ def bus_of(
 
 
 def auth_of(
-    server: McpServer, settings: McpSettings, verifier: TokenVerifier | None, http: HttpJson
+    server: McpServer,
+    auth: AuthSettings,
+    limits: LimitSettings,
+    verifier: TokenVerifier | None,
+    http: HttpJson,
 ) -> tuple[Authenticator | None, MetadataDocument | None]:
-    """The authenticator and the Protected Resource Metadata the settings ask for (None,
-    None with authorization off)."""
-    if settings.auth_resource is None:
+    """The authenticator and the Protected Resource Metadata `auth` asks for (None, None
+    with authorization off); `limits`: who one client is, for its refused tokens."""
+    if auth.resource is None:
         if verifier is not None:
             raise ValueError("token_verifier needs McpSettings.auth_resource and auth_issuers")
-        if not settings.auth_host_identity:
-            check_scopes_enforced(server, settings)
+        if not auth.host_identity:
+            check_scopes_enforced(server, auth)
             return None, None
         authenticator = Authenticator(
             metadata_url=None,
             verifier=None,
-            required_scopes=settings.auth_required_scopes,
+            required_scopes=auth.required_scopes,
             host_identity=True,
         )
         return authenticator, None
-    metadata = document_of(settings, server)
-    unused = changed(settings, VERIFIER_SETTINGS) if verifier is not None else []
-    if unused:
-        raise ValueError(
-            f"McpSettings {', '.join(unused)} set, but a token_verifier is given, which "
-            "replaces the built-in verifiers that read them: remove them"
-        )
-    if verifier is None:
-        verifier = _verifier_of(settings, http)
+    metadata = document_of(auth, server)
     authenticator = Authenticator(
         metadata_url=metadata.url,
-        verifier=verifier,
-        required_scopes=settings.auth_required_scopes,
-        host_identity=settings.auth_host_identity,
+        verifier=verifier or _verifier_of(auth, http),
+        required_scopes=auth.required_scopes,
+        host_identity=auth.host_identity,
         failures=AuthFailures(
             rate=rate,
-            burst=settings.auth_failure_burst,
-            ipv4_prefix=settings.client_ipv4_prefix,
-            ipv6_prefix=settings.client_ipv6_prefix,
+            burst=auth.failure_burst,
+            ipv4_prefix=limits.ipv4_prefix,
+            ipv6_prefix=limits.ipv6_prefix,
         )
-        if (rate := settings.auth_failure_rate)
+        if (rate := auth.failure_rate)
         else None,
     )
     return authenticator, metadata
 
 
-def _verifier_of(settings: McpSettings, http: HttpJson) -> TokenVerifier:
+def _verifier_of(auth: AuthSettings, http: HttpJson) -> TokenVerifier:
     """The built-in verifier `auth_verification` names (JWT or introspection)."""
-    audiences = tuple(dict.fromkeys([settings.auth_resource or "", settings.auth_audience or ""]))
-    audiences = tuple(a for a in audiences if a)
-    if settings.auth_verification == "jwt":
+    audiences = tuple(a for a in dict.fromkeys([auth.resource, auth.audience]) if a)
+    if auth.verification == "jwt":
         from mcp_asgi.auth.jwt import JwtVerifier
 
         return JwtVerifier(
-            issuers=settings.auth_issuers,
+            issuers=auth.issuers,
             audiences=audiences,
-            algorithms=settings.auth_algorithms,
-            leeway=settings.auth_leeway,
-            jwks_url=settings.auth_jwks_url,
-            min_refetch=settings.auth_jwks_min_refetch,
-            token_types=settings.auth_token_types,
+            algorithms=auth.algorithms,
+            leeway=auth.leeway,
+            jwks_url=auth.jwks_url,
+            min_refetch=auth.jwks_min_refetch,
+            token_types=auth.token_types,
             http=http,
         )
     from mcp_asgi.auth.introspection import IntrospectionVerifier
 
-    secret = settings.auth_client_secret
     return IntrospectionVerifier(
-        issuers=settings.auth_issuers,
+        issuers=auth.issuers,
         audiences=audiences,
-        client_id=settings.auth_client_id,
-        client_secret=secret.get_secret_value() if secret else None,
-        endpoint=settings.auth_introspection_url,
-        cache_ttl=settings.auth_cache_ttl,
-        refusal_ttl=settings.auth_refusal_cache_ttl,
-        leeway=settings.auth_leeway,
+        client_id=auth.client_id,
+        client_secret=auth.client_secret,
+        endpoint=auth.introspection_url,
+        cache_ttl=auth.cache_ttl,
+        refusal_ttl=auth.refusal_cache_ttl,
+        leeway=auth.leeway,
         http=http,
     )
 
 
-def check_scopes_enforced(server: McpServer, settings: McpSettings) -> None:
+def check_scopes_enforced(server: McpServer, auth: AuthSettings) -> None:
     """A ValueError when the server declares scopes that nobody would check (authorization
     off): at construction, and again at startup for what was registered since."""
-    if settings.auth_resource is not None or settings.auth_host_identity:
+    if auth.enforced:
         return
     declared = server.declared_scopes()
     if declared:

@@ -66,7 +66,7 @@ from mcp_asgi.protocol.request import McpRequest
 from mcp_asgi.protocol.sizes import json_held
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import McpServer
-from mcp_asgi.settings import McpSettings
+from mcp_asgi.settings import LegacySettings
 from mcp_asgi.store import MemoryStore, StateStore
 
 _RETRY_FULL: Final = 5
@@ -97,15 +97,17 @@ class LegacyEndpoint:
     def __init__(
         self,
         server: McpServer,
-        settings: McpSettings,
+        settings: LegacySettings,
         *,
+        keepalive_interval: float | None,
         limits: ClientLimits,
         open_scope: ScopeOpener,
         dispatch: Dispatch,
         store: StateStore | None = None,
     ) -> None:
         """`store` carries the answers to server-to-client requests (across replicas when
-        it is shared); default: this process's memory."""
+        it is shared); default: this process's memory. `keepalive_interval`: seconds
+        between keep-alive comments on event streams (None: none)."""
         self.server = server
         self.sessions = SessionStore(
             ttl=settings.session_ttl,
@@ -120,18 +122,18 @@ class LegacyEndpoint:
         self._max_info = settings.max_client_info_bytes
         self._open_scope = open_scope
         self._dispatch = dispatch
-        self._keepalive = settings.keepalive_interval or 0  # 0: none
-        self._disconnect_cancels = settings.legacy_disconnect_cancels
+        self._keepalive = keepalive_interval or 0  # 0: none
+        self._disconnect_cancels = settings.disconnect_cancels
         self._store = store if store is not None else MemoryStore()
         self._replies = Replies(self._store)
         self.shared = SharedSessions(self._store, self.sessions)
         self._log_settings = LogSettings(
-            max_events=settings.legacy_resume_events,
-            ttl=settings.legacy_resume_ttl,
-            retry_ms=round(settings.legacy_sse_retry * 1000),
+            max_events=settings.resume_events,
+            ttl=settings.resume_ttl,
+            retry_ms=round(settings.sse_retry * 1000),
         )
-        self._input_timeout = settings.legacy_input_timeout
-        self._parked = ParkedStreams(park_for=settings.legacy_resume_ttl)
+        self._input_timeout = settings.input_timeout
+        self._parked = ParkedStreams(park_for=settings.resume_ttl)
 
     # -- entry points (the middleware has checked method, Origin, body, Accept) ----------
 
