@@ -128,7 +128,7 @@ def wire(
             "replaces the built-in verifiers that read them: remove them"
         )
     auth, metadata = auth_of(server, settings.auth, client_limits, token_verifier, http)
-    runtime = RequestRuntime(server, settings)
+    runtime = RequestRuntime(server, settings.runtime)
     inflight = InFlight(runtime, telemetry)
     limits = ClientLimits(
         rate=client_limits.rate,

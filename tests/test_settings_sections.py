@@ -27,6 +27,12 @@ AUTH = McpSettings(
 )
 
 OTHERS = McpSettings(
+    max_request_duration=None,
+    keepalive_interval=None,
+    cancel_grace=8.0,
+    process_kill_grace=6.0,
+    progress_min_interval=0.25,
+    max_threads=9,
     bus_url="redis://127.0.0.1:6379/0",
     bus_channel="chan",
     redis_timeout=1.5,
@@ -100,7 +106,14 @@ def _flat_name(section: str, field: str) -> str:
 
 @pytest.mark.parametrize(
     ("settings", "section"),
-    [(AUTH, "auth"), (OTHERS, "bus"), (OTHERS, "limits"), (OTHERS, "legacy"), (OTHERS, "tasks")],
+    [
+        (AUTH, "auth"),
+        (OTHERS, "runtime"),
+        (OTHERS, "bus"),
+        (OTHERS, "limits"),
+        (OTHERS, "legacy"),
+        (OTHERS, "tasks"),
+    ],
 )
 def test_a_section_carries_its_flat_fields(settings: McpSettings, section: str) -> None:
     """Every field of a section is the value of its flat field (set away from its default),
@@ -116,7 +129,7 @@ def test_a_section_carries_its_flat_fields(settings: McpSettings, section: str) 
 def test_the_sections_cover_their_fields_once() -> None:
     """No flat field feeds two sections, so a setting is configured in one place."""
     seen: dict[str, str] = {}
-    for section in ("auth", "bus", "limits", "legacy", "tasks"):
+    for section in ("auth", "runtime", "bus", "limits", "legacy", "tasks"):
         for field in dataclasses.fields(getattr(OTHERS, section)):
             flat = _flat_name(section, field.name)
             assert flat in McpSettings.model_fields, (section, field.name)

@@ -2,8 +2,9 @@
 
     mcp_settings  McpSettings: flat fields, from keyword arguments and `MCP_*` variables;
                   their checks; the sections made from them
-    sections      BusSettings, LimitSettings, LegacySettings, TaskSettings (and auth's
-                  AuthSettings): what each subsystem is given, alone
+    sections      RuntimeSettings, BusSettings, LimitSettings, LegacySettings,
+                  TaskSettings (and auth's AuthSettings): what each subsystem is given,
+                  alone
 
 Imports only the layers below it (auth for `AuthSettings` and the JWT rules, http for
 the response modes).
@@ -16,7 +17,13 @@ from mcp_asgi.settings.mcp_settings import (
     changed,
     normalize_path,
 )
-from mcp_asgi.settings.sections import BusSettings, LegacySettings, LimitSettings, TaskSettings
+from mcp_asgi.settings.sections import (
+    BusSettings,
+    LegacySettings,
+    LimitSettings,
+    RuntimeSettings,
+    TaskSettings,
+)
 
 __all__ = [
     "RENAMED",
@@ -25,6 +32,7 @@ __all__ = [
     "LegacySettings",
     "LimitSettings",
     "McpSettings",
+    "RuntimeSettings",
     "TaskSettings",
     "changed",
     "normalize_path",

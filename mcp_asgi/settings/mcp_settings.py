@@ -1,5 +1,6 @@
 """`McpSettings`: every knob of the middleware, read from the environment (prefix `MCP_`),
-and the sections each subsystem is given (`auth`, `bus`, `limits`, `legacy`, `tasks`)."""
+and the sections each subsystem is given (`runtime`, `auth`, `bus`, `limits`, `legacy`,
+`tasks`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,13 @@ from mcp_asgi.auth.jwt import ACCESS_TOKEN_TYPES as _ACCESS_TOKEN_TYPES
 from mcp_asgi.auth.jwt import ASYMMETRIC as _ASYMMETRIC
 from mcp_asgi.auth.jwt import accepted_types as _accepted_types
 from mcp_asgi.http.accept import ResponseMode
-from mcp_asgi.settings.sections import BusSettings, LegacySettings, LimitSettings, TaskSettings
+from mcp_asgi.settings.sections import (
+    BusSettings,
+    LegacySettings,
+    LimitSettings,
+    RuntimeSettings,
+    TaskSettings,
+)
 
 Strings = Annotated[tuple[str, ...], NoDecode]
 """A list setting: from the environment, a JSON list or a comma-separated one (`_listed`)."""
@@ -625,6 +632,18 @@ class McpSettings(BaseSettings):
             failure_rate=self.auth_failure_rate,
             failure_burst=self.auth_failure_burst,
             host_identity=self.auth_host_identity,
+        )
+
+    @property
+    def runtime(self) -> RuntimeSettings:
+        """What every request's runtime reads (RequestRuntime)."""
+        return RuntimeSettings(
+            max_request_duration=self.max_request_duration,
+            keepalive_interval=self.keepalive_interval,
+            cancel_grace=self.cancel_grace,
+            process_kill_grace=self.process_kill_grace,
+            progress_min_interval=self.progress_min_interval,
+            max_threads=self.max_threads,
         )
 
     @property

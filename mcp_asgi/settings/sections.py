@@ -1,7 +1,7 @@
 """The sections of `McpSettings`, one per subsystem that reads them.
 
 `McpSettings` keeps its flat fields (keyword arguments, `MCP_*` variables) and makes each
-section from them (`settings.bus`, `.limits`, `.legacy`, `.tasks`; `.auth` is
+section from them (`settings.runtime`, `.bus`, `.limits`, `.legacy`, `.tasks`; `.auth` is
 `mcp_asgi.auth.config.AuthSettings`, defined in the layer that reads it). A subsystem is
 given its section alone. A field here is the flat field's name without its section's
 prefix (`legacy_resume_ttl` is `settings.legacy.resume_ttl`); units are seconds and
@@ -11,6 +11,20 @@ bytes, and None turns a limit off.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeSettings:
+    """What every request's runtime reads, on every transport (`max_request_duration`,
+    `keepalive_interval`, `cancel_grace`, `process_kill_grace`, `progress_min_interval`,
+    `max_threads`)."""
+
+    max_request_duration: float | None
+    keepalive_interval: float | None
+    cancel_grace: float
+    process_kill_grace: float
+    progress_min_interval: float
+    max_threads: int
 
 
 @dataclass(frozen=True, slots=True)
