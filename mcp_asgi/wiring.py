@@ -52,7 +52,7 @@ class Wiring:
     """The objects that serve one MCP endpoint, made once from its settings."""
 
     server: McpServer
-    settings: McpSettings
+    authorization: AuthSettings  # the section: startup checks the declared scopes again
     telemetry: Telemetry
     bus: NotificationBus | None  # the one `bus_url` names
     http: HttpJson  # the verifiers' HTTP client, kept through the lifespan
@@ -77,7 +77,7 @@ class Wiring:
         client, the tasks' work, and the 2025-era sessions hearing the other replicas.
         `ValueError` on entering: a name already taken, scopes nobody checks."""
         async with self.server.running():
-            check_scopes_enforced(self.server, self.settings.auth)  # what registered since
+            check_scopes_enforced(self.server, self.authorization)  # what registered since
             legacy = self.legacy.running() if self.legacy is not None else nullcontext()
             async with self.http, self.tasks.run_tasks(), legacy:
                 yield
@@ -118,7 +118,7 @@ def wire(
         record_arguments=settings.record_arguments,
         record_principal=settings.record_principal,
     )
-    bus_settings, client_limits = settings.bus, settings.limits
+    authorization, bus_settings, client_limits = settings.auth, settings.bus, settings.limits
     legacy_settings, task_settings = settings.legacy, settings.tasks
     bus = bus_of(server, bus_settings, meter_provider)
     http = HttpJson()
@@ -127,7 +127,7 @@ def wire(
             f"McpSettings {', '.join(unused)} set, but a token_verifier is given, which "
             "replaces the built-in verifiers that read them: remove them"
         )
-    auth, metadata = auth_of(server, settings.auth, client_limits, token_verifier, http)
+    auth, metadata = auth_of(server, authorization, client_limits, token_verifier, http)
     runtime = RequestRuntime(server, settings.runtime)
     inflight = InFlight(runtime, telemetry)
     limits = ClientLimits(
@@ -171,7 +171,7 @@ def wire(
         else None
     )
     return Wiring(
-        server, settings, telemetry, bus, http, auth, metadata, runtime, inflight, limits,
+        server, authorization, telemetry, bus, http, auth, metadata, runtime, inflight, limits,
         store, tasks, modern, legacy,
     )  # fmt: skip
 
