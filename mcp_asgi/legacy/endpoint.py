@@ -11,7 +11,7 @@ Every request but `initialize` must name an open session: no `Mcp-Session-Id` is
 an unknown or expired one 404, and so is another principal's (a session is bound to the
 identity that opened it: the verified token's, or the host app's). Errors raised before
 a request runs are `ProtocolError`s, answered by the middleware like its own. The
-middleware hands in what a request needs to run (`open_scope`, `dispatch`) so both eras
+wiring hands in what a request needs to run (`open_scope`, `dispatch`) so both eras
 run requests the same way.
 """
 
@@ -77,7 +77,7 @@ Call = Callable[[Context], Awaitable[JsonObject]]
 
 
 class ScopeOpener(Protocol):
-    """Opens the request scope of one request (the middleware's, shared by both eras)."""
+    """Opens the request scope of one request (`InFlight.open`, shared by both eras)."""
 
     def __call__(
         self,
