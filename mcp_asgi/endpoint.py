@@ -8,9 +8,7 @@ middleware with its HTTP status and a JSON-RPC error.
 
 from __future__ import annotations
 
-from starlette.types import Receive, Scope, Send
-
-from mcp_asgi.http.accept import ResponseMode
+from mcp_asgi.http.exchange import Exchange
 from mcp_asgi.http.reply import ReplyWriter, send_empty
 from mcp_asgi.inflight import InFlight
 from mcp_asgi.input.rounds import InputRounds
@@ -42,42 +40,26 @@ class ModernEndpoint:
         self._inputs = inputs
         self._options = options
 
-    async def serve_post(
-        self,
-        asgi_scope: Scope,
-        receive: Receive,
-        send: Send,
-        message: IncomingMessage,
-        mode: ResponseMode,
-        *,
-        body: bytes,
-        arrived: float | None = None,
-    ) -> None:
+    async def serve_post(self, exchange: Exchange, message: IncomingMessage) -> None:
         """Serve one POSTed message (the middleware has checked method, Origin, body and
-        Accept); `body` is the message as read, for the handler's `Request`; `arrived`,
-        when its headers came (on the loop's clock), starts the request's deadline."""
+        Accept, and read `message` from the exchange's body)."""
         if message.is_notification:
-            await send_empty(send, 202)
+            await send_empty(exchange.send, 202)
             return
-        server = self._server
+        server, asgi_scope = self._server, exchange.asgi_scope
         request = validate(asgi_scope, message, server)
         check_listen(asgi_scope, request)  # a listen stream needs SSE (406) and a filter (400)
         inputs = self._inputs.begin(asgi_scope, request)  # verifies requestState (400)
         listen = request.method == LISTEN
         held = self._limits.hold("listen_streams", self._limits.key(asgi_scope)) if listen else None
-        writer = ReplyWriter(send, "sse" if listen else mode)
+        writer = ReplyWriter(exchange.send, "sse" if listen else exchange.mode)
         options = self._options
-        routed = (
-            self._tasks.route(request, asgi_scope, body=body, inputs=inputs)
-            if self._tasks
-            else None
-        )
+        routed = self._tasks.route(request, exchange, inputs=inputs) if self._tasks else None
         dispatch = routed or server.dispatch  # the Tasks extension's methods, or the server's
         try:
-            with self._inflight.open(
-                asgi_scope, request, writer, inputs=inputs, body=body, arrived=arrived
-            ) as (request_scope, ctx):
-                await request_scope.run(receive, lambda: dispatch(request, ctx, options))
+            opened = self._inflight.open(exchange, request, writer, inputs=inputs)
+            with opened as (request_scope, ctx):
+                await request_scope.run(exchange.receive, lambda: dispatch(request, ctx, options))
                 await writer.end()
         finally:
             if held is not None:

@@ -9,8 +9,8 @@ the scopes, never on the middleware.
 from __future__ import annotations
 
 import anyio
-from starlette.types import Scope
 
+from mcp_asgi.http.exchange import Exchange
 from mcp_asgi.http.reply import ReplyWriter
 from mcp_asgi.input.asking import Asking
 from mcp_asgi.lifecycle.cancel import CancelReason
@@ -32,28 +32,28 @@ class InFlight:
 
     def open(
         self,
-        asgi_scope: Scope,
+        exchange: Exchange,
         request: McpRequest,
         writer: ReplyWriter,
         *,
         cancel_on_disconnect: bool = True,
         inputs: Asking | None = None,
-        body: bytes = b"",
-        arrived: float | None = None,
     ) -> Opened:
         """The scope and context of one request, tracked while it runs (use it as a context
-        manager: it gives both, and stops tracking the scope on leaving). `asgi_scope` and
-        `body` (as the middleware read it) back the context's read-only `Request`;
-        `arrived` (on the loop's clock, default now) is when the deadline starts."""
-        runtime = self._runtime
+        manager: it gives both, and stops tracking the scope on leaving). The exchange's
+        ASGI scope and body back the context's read-only `Request`; its arrival starts the
+        deadline."""
+        runtime, asgi_scope = self._runtime, exchange.asgi_scope
         request_scope = runtime.scope(
             request,
             writer,
             observer=self._telemetry.begin(asgi_scope, request),
-            started=arrived,
+            started=exchange.arrived,
             cancel_on_disconnect=cancel_on_disconnect,
         )
-        ctx = runtime.context(request_scope, inputs=inputs, asgi_scope=asgi_scope, body=body)
+        ctx = runtime.context(
+            request_scope, inputs=inputs, asgi_scope=asgi_scope, body=exchange.body
+        )
         return Opened(self._scopes, request_scope, ctx)
 
     def __len__(self) -> int:

@@ -14,18 +14,23 @@ app the inner one's lifespan::
     outer shutdown ─► lifespan.shutdown ─► the mounted app ──► shutdown.complete
 
 A mounted app that does not take part in the lifespan protocol (it returns, or raises, at
-once) is left alone. Outside the layers: it imports nothing of the package.
+once) is left alone.
+
+The middleware's side of a lifespan is here too: `pass_lifespan` hands the lifespan to the
+app the middleware wraps, telling the middleware of its startup and shutdown, and stands
+in for an app that ignores lifespan scopes; `fail_startup` answers a startup the
+middleware refuses. Outside the layers: it imports nothing of the package.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import anyio
-from starlette.types import ASGIApp, Message
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["mounted_lifespan"]
 
@@ -83,3 +88,48 @@ async def _reply(messages: anyio.abc.ObjectReceiveStream[Message]) -> Message | 
         return await messages.receive()
     except anyio.EndOfStream:
         return None
+
+
+async def pass_lifespan(
+    app: ASGIApp,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    *,
+    started: Callable[[], None],
+    shutting_down: Callable[[], Awaitable[None]],
+) -> None:
+    """Pass a lifespan to `app`: `started` is called when it completes its startup, and
+    `shutting_down` is awaited when `lifespan.shutdown` arrives, before the app hears of it.
+    An app that returns without taking part in the protocol (it ignores lifespan scopes) is
+    stood in for: startup completes, and shutdown is still seen."""
+    messages: list[str] = []
+
+    async def receive_with_shutdown() -> Message:
+        message = await receive()
+        messages.append(message["type"])
+        if message["type"] == "lifespan.shutdown":
+            await shutting_down()
+        return message
+
+    async def send_seeing_startup(message: Message) -> None:
+        messages.append(message["type"])
+        if message["type"] == "lifespan.startup.complete":
+            started()
+        await send(message)
+
+    await app(scope, receive_with_shutdown, send_seeing_startup)
+    if messages in ([], ["lifespan.startup"]):  # the app does not take part: stand in
+        if not messages:
+            await receive()  # lifespan.startup
+        await send_seeing_startup({"type": "lifespan.startup.complete"})
+        while (await receive_with_shutdown())["type"] != "lifespan.shutdown":
+            pass
+        await send({"type": "lifespan.shutdown.complete"})
+
+
+async def fail_startup(reason: str, receive: Receive, send: Send) -> None:
+    """Answer the lifespan startup with `lifespan.startup.failed` and `reason` (the ASGI
+    server exits saying so)."""
+    await receive()  # lifespan.startup
+    await send({"type": "lifespan.startup.failed", "message": reason})

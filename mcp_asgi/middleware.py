@@ -1,43 +1,44 @@
 """`McpMiddleware`: mounts the MCP endpoint on any ASGI app; passes everything else through.
 
-Per request, the way Starlette's `GZipMiddleware` picks a responder::
+A router, the way Starlette's `GZipMiddleware` picks a responder::
 
-    http to settings.path ──► method, Origin ──► (POST) body, Content-Type, Accept, JSON
-                          ──► the era's endpoint, chosen once: ModernEndpoint | LegacyEndpoint
-    lifespan              ──► the server's bus runs around the app's lifespan; shutdown
-                              cancels every request in flight; a middleware inside another
-                              one on the same path fails the startup (it would never be
-                              reached)
+    http to settings.path ──► draining? 503 ──► the guard (a bug of ours: -32603, logged)
+                          ──► method, Origin, auth, limits ──► (POST) body, Content-Type,
+                              Accept, JSON ──► Exchange ──► the era's endpoint, chosen
+                              once: ModernEndpoint | LegacyEndpoint
+    lifespan              ──► the wiring runs around the app's lifespan (lifespan.py
+                              passes it on, or stands in); shutdown cancels every request
+                              in flight; a middleware inside another one on the same path
+                              fails the startup (it would never be reached)
+    http to the Protected Resource Metadata ──► its document (authorization on)
     anything else         ──► the app (the scope names the endpoints served outside it)
 
-The constructor only precomputes (settings, telemetry, the endpoints); it never changes the
-server it is given. A bus named by `McpSettings.bus_url` is made here and attached to the
-server when the app starts (or at its first request, without a lifespan).
+The constructor only checks its arguments and has `wiring.wire` make the objects the
+settings describe; it never changes the server it is given. A bus named by
+`McpSettings.bus_url` is attached to the server when the app starts (or at its first
+request, without a lifespan).
 """
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, nullcontext
+from contextlib import AsyncExitStack
 from typing import Protocol
 
 from opentelemetry import metrics, trace
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_asgi._loggers import root_logger as logger
-from mcp_asgi.auth.discovery import HttpJson
-from mcp_asgi.auth.guard import Authenticator, AuthError
-from mcp_asgi.auth.metadata import MetadataDocument, document_of
+from mcp_asgi.auth.guard import AuthError
 from mcp_asgi.auth.verifier import TokenVerifier
-from mcp_asgi.bus.in_process import NotificationBus
-from mcp_asgi.endpoint import ModernEndpoint
-from mcp_asgi.http.accept import ResponseMode, negotiate
+from mcp_asgi.http.accept import negotiate
 from mcp_asgi.http.body import ClientGone, check_content_type, read_body
+from mcp_asgi.http.exchange import Exchange
 from mcp_asgi.http.origin import normalize_origin, origin_allowed
 from mcp_asgi.http.reply import ReplyWriter, dump, send_json
-from mcp_asgi.inflight import InFlight
-from mcp_asgi.legacy import LegacyEndpoint, is_legacy, is_session_request
+from mcp_asgi.legacy import is_legacy, is_session_request
 from mcp_asgi.lifecycle.clock import loop_clock
-from mcp_asgi.limits import AuthFailures, ClientLimits, TooManyRequests
+from mcp_asgi.lifespan import fail_startup, pass_lifespan
+from mcp_asgi.limits import TooManyRequests
 from mcp_asgi.protocol import jsonrpc
 from mcp_asgi.protocol.headers import header
 from mcp_asgi.protocol.jsonrpc import (
@@ -48,26 +49,14 @@ from mcp_asgi.protocol.jsonrpc import (
 )
 from mcp_asgi.protocol.message import IncomingMessage, IncomingReply, parse_post, peek_id
 from mcp_asgi.routes.request import ROUTE_CALL_KEY
-from mcp_asgi.runtime import RequestRuntime, input_rounds, result_options
 from mcp_asgi.server.mcp_server import McpServer
-from mcp_asgi.settings import VERIFIER_SETTINGS, McpSettings, changed, normalize_path
-from mcp_asgi.store import StoreUnavailable, store_from_url
-from mcp_asgi.tasks import TaskMethods, TaskRegistry, TaskSupervisor
-from mcp_asgi.telemetry import Telemetry
+from mcp_asgi.settings import McpSettings, normalize_path
+from mcp_asgi.store import StoreUnavailable
+from mcp_asgi.wiring import Wiring, wire
 
 
 class _Endpoint(Protocol):
-    async def serve_post(
-        self,
-        asgi_scope: Scope,
-        receive: Receive,
-        send: Send,
-        message: IncomingMessage,
-        mode: ResponseMode,
-        *,
-        body: bytes,
-        arrived: float,
-    ) -> None: ...
+    async def serve_post(self, exchange: Exchange, message: IncomingMessage) -> None: ...
 
 
 class McpMiddleware:
@@ -125,93 +114,41 @@ class McpMiddleware:
         self.app = app
         self.server = server
         self.settings = settings
+        self._wiring: Wiring = wire(
+            server,
+            settings,
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            token_verifier=token_verifier,
+        )
+        wiring = self._wiring  # what the router and the checks read, kept at hand
         self._paths = frozenset({settings.path, settings.path.rstrip("/") + "/"})
         deadline = settings.max_request_duration
         self._read_timeout = min(settings.body_read_timeout, deadline or settings.body_read_timeout)
         self._origins = frozenset(normalize_origin(o) for o in settings.allowed_origins)
-        self._bus = _bus_of(server, settings, meter_provider)
-        self._http = HttpJson()  # the verifiers' HTTP client, kept through the lifespan
-        self._auth, self._metadata = _auth_of(server, settings, token_verifier, self._http)
-        self._telemetry = Telemetry(
-            tracer_provider,
-            meter_provider,
-            record_arguments=settings.record_arguments,
-            record_principal=settings.record_principal,
-        )
-        self._runtime = runtime = RequestRuntime(server, settings)
-        self._inflight = InFlight(runtime, self._telemetry)
+        self._telemetry = wiring.telemetry
+        self._runtime = wiring.runtime
+        self._inflight = wiring.inflight
+        self._limits = wiring.limits
+        self._limits_requests = wiring.limits.limits_requests
+        self._auth, self._metadata = wiring.auth, wiring.metadata
+        self._modern, self._legacy = wiring.modern, wiring.legacy
         self._lifespan_started = False  # the server's lifespan startup reached us
         self._endpoints: _Endpoints | None = None  # ours and those outside: set once seen
         self._warned = False  # that it did not, at the first request
-        self._limits = ClientLimits(
-            rate=settings.rate_limit,
-            burst=settings.rate_limit_burst,
-            requests=settings.max_requests_per_client,
-            listen_streams=settings.max_listen_streams_per_client,
-            sessions=settings.max_sessions_per_client,
-            tasks=settings.max_tasks_per_client,
-            retry_sessions_after=settings.session_idle_ttl,
-            ipv4_prefix=settings.client_ipv4_prefix,
-            ipv6_prefix=settings.client_ipv6_prefix,
-        )
-        self._limits_requests = self._limits.limits_requests
-        options = result_options(settings, private=self._auth is not None)
-        self._store = store_from_url(  # with the Redis bus: shared by replicas
-            settings.bus_url, timeout=settings.redis_timeout, retry_max=settings.redis_retry_max
-        )
-        registry = TaskRegistry(self._store, on_status=server.subscriptions.task_changed)
-        self._tasks = TaskSupervisor(server, registry, settings, self._telemetry, options, runtime)
-        self._modern = ModernEndpoint(
-            server,
-            inflight=self._inflight,
-            inputs=input_rounds(settings),
-            options=options,
-            limits=self._limits,
-            tasks=TaskMethods(
-                server, self._tasks, window=settings.task_result_window, limits=self._limits
-            ),
-        )
-        self._legacy = (
-            LegacyEndpoint(
-                server,
-                settings,
-                limits=self._limits,
-                open_scope=self._inflight.open,
-                dispatch=lambda request, ctx: server.dispatch(request, ctx, options),
-                store=self._store,
-            )
-            if settings.legacy_enabled
-            else None
-        )
 
     async def __call__(self, asgi_scope: Scope, receive: Receive, send: Send) -> None:
         """Serve an HTTP request to the MCP path; run the server's bus around a lifespan
         (and cancel what is in flight at its shutdown); pass everything else to the app."""
         if asgi_scope["type"] == "http" and _route_path(asgi_scope) in self._paths:
-            self._attach_bus()
+            self._wiring.attach_bus()
             self._warn_without_lifespan()
             if self._inflight.draining:  # 503: retry soon, on another replica
                 await send_json(send, 503, _SHUTTING_DOWN, [(b"retry-after", b"1")])
                 return
             await self._serve_guarded(asgi_scope, receive, send)
         elif asgi_scope["type"] == "lifespan":
-            self._attach_bus()
-            self._endpoints, shadowed = self._stack(asgi_scope)
-            if shadowed is not None:
-                await _startup_failed(ValueError(shadowed), receive, send)
-                return
-            asgi_scope[_ENDPOINTS_KEY] = self._endpoints
-            # the bus's background work, the tool sources and the tasks' work live here
-            async with AsyncExitStack() as running:
-                try:
-                    await running.enter_async_context(self.server.running())
-                    _check_scopes_enforced(self.server, self.settings)
-                except ValueError as refused:  # a name already taken, scopes nobody checks
-                    await _startup_failed(refused, receive, send)
-                    return
-                await running.enter_async_context(self._http)
-                async with self._tasks.run_tasks(), self._replicas():
-                    await self._serve_lifespan(asgi_scope, receive, send)
+            await self._lifespan(asgi_scope, receive, send)
         elif (
             self._metadata is not None
             and asgi_scope["type"] == "http"
@@ -243,56 +180,39 @@ class McpMiddleware:
                 )
         return (*outer, (here, self.server.name)), shadowed
 
+    async def _lifespan(self, asgi_scope: Scope, receive: Receive, send: Send) -> None:
+        """Run the wiring (the bus, tool sources, tasks' work) around the app's lifespan;
+        cancel what is in flight at its shutdown; refuse to start when shadowed."""
+        self._wiring.attach_bus()
+        self._endpoints, shadowed = self._stack(asgi_scope)
+        if shadowed is not None:
+            await _startup_failed(ValueError(shadowed), receive, send)
+            return
+        asgi_scope[_ENDPOINTS_KEY] = self._endpoints
+        async with AsyncExitStack() as running:
+            try:
+                await running.enter_async_context(self._wiring.running())
+            except ValueError as refused:  # a name already taken, scopes nobody checks
+                await _startup_failed(refused, receive, send)
+                return
+            await pass_lifespan(
+                self.app,
+                asgi_scope,
+                receive,
+                send,
+                started=self._started,
+                shutting_down=self.cancel_inflight,
+            )
+
+    def _started(self) -> None:
+        self._lifespan_started = True
+
     async def health(self) -> dict[str, str]:
         """For the app's readiness route: `status` `ok`, or `degraded` while Redis is out
         of reach; `store` `ok` | `unreachable` | `local` (asks Redis, bounded by
         `redis_timeout`); `bus` `ok` | `reconnecting` | `local`. See docs/deployment.md,
         "When Redis fails", for what degrades meanwhile."""
-        store = "local"
-        if self._store.shared:
-            store = "ok" if await self._store.check() else "unreachable"
-        shared_bus = self._bus if self._bus is not None else self.server.bus
-        connected: bool | None = getattr(shared_bus, "connected", None)  # a RedisBus's
-        bus = "local" if connected is None else "ok" if connected else "reconnecting"
-        status = "degraded" if store == "unreachable" or bus == "reconnecting" else "ok"
-        return {"status": status, "store": store, "bus": bus}
-
-    def _replicas(self) -> AbstractAsyncContextManager[None]:
-        """2025-era sessions hear the other replicas (cancels, session ends) meanwhile."""
-        return self._legacy.running() if self._legacy is not None else nullcontext()
-
-    def _attach_bus(self) -> None:
-        if self._bus is not None:
-            self.server.subscriptions.attach(self._bus)
-
-    async def _serve_lifespan(self, asgi_scope: Scope, receive: Receive, send: Send) -> None:
-        """Pass the lifespan to the app, cancelling what is in flight when `lifespan.shutdown`
-        arrives (before the app hears of it). An app that returns without taking part in the
-        protocol (it ignores lifespan scopes) is stood in for: startup completes, and
-        shutdown is still seen."""
-        messages: list[str] = []
-
-        async def receive_with_shutdown() -> Message:
-            message = await receive()
-            messages.append(message["type"])
-            if message["type"] == "lifespan.shutdown":
-                await self.cancel_inflight()
-            return message
-
-        async def send_seeing_startup(message: Message) -> None:
-            messages.append(message["type"])
-            if message["type"] == "lifespan.startup.complete":
-                self._lifespan_started = True
-            await send(message)
-
-        await self.app(asgi_scope, receive_with_shutdown, send_seeing_startup)
-        if messages in ([], ["lifespan.startup"]):  # the app does not take part: stand in
-            if not messages:
-                await receive()  # lifespan.startup
-            await send_seeing_startup({"type": "lifespan.startup.complete"})
-            while (await receive_with_shutdown())["type"] != "lifespan.shutdown":
-                pass
-            await send({"type": "lifespan.shutdown.complete"})
+        return await self._wiring.health()
 
     def _warn_without_lifespan(self) -> None:
         """Say once, loudly, that this middleware cannot see the server shut down."""
@@ -312,11 +232,7 @@ class McpMiddleware:
         `server_shutdown`), end every 2025-era session, and wait, bounded by the cancel grace
         period, for their handlers to exit; then the same for the tasks running here (each
         ends `failed`, saying the server shut down)."""
-        scopes = self._inflight.cancel_all()
-        if self._legacy is not None:
-            self._legacy.close_all()
-        await self._inflight.wait_exited(scopes)
-        await self._tasks.shutdown()
+        await self._wiring.shutdown()
 
     async def _serve_guarded(self, asgi_scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one request; a bug of ours becomes a logged -32603 (HTTP 500 if nothing was
@@ -397,7 +313,7 @@ class McpMiddleware:
                 legacy if legacy and is_legacy(asgi_scope, message) else self._modern
             )
             await endpoint.serve_post(
-                asgi_scope, receive, send, message, mode, body=body, arrived=arrived
+                Exchange(asgi_scope, receive, send, body, arrived, mode), message
             )
         except (ProtocolError, StoreUnavailable) as caught:  # the store: logged once by it
             error = caught if isinstance(caught, ProtocolError) else store_unavailable()
@@ -443,114 +359,6 @@ paths refuses to start."""
 _Endpoints = tuple[tuple[str, str], ...]
 
 
-def _bus_of(
-    server: McpServer, settings: McpSettings, meter_provider: metrics.MeterProvider | None
-) -> NotificationBus | None:
-    """The bus `settings.bus_url` names, made now and attached to the server later."""
-    if settings.bus_url is None:
-        return None
-    if server.subscriptions.has_own_bus:
-        raise ValueError("both McpServer(bus=...) and McpSettings.bus_url are set")
-    from mcp_asgi.bus.redis import bus_from_url
-
-    return bus_from_url(
-        settings.bus_url,
-        channel=settings.bus_channel,
-        timeout=settings.redis_timeout,
-        reconnect_max=settings.redis_retry_max,
-        meter_provider=meter_provider,
-    )
-
-
-def _auth_of(
-    server: McpServer, settings: McpSettings, verifier: TokenVerifier | None, http: HttpJson
-) -> tuple[Authenticator | None, MetadataDocument | None]:
-    """The authenticator and the Protected Resource Metadata the settings ask for (None,
-    None with authorization off)."""
-    if settings.auth_resource is None:
-        if verifier is not None:
-            raise ValueError("token_verifier needs McpSettings.auth_resource and auth_issuers")
-        if not settings.auth_host_identity:
-            _check_scopes_enforced(server, settings)
-            return None, None
-        authenticator = Authenticator(
-            metadata_url=None,
-            verifier=None,
-            required_scopes=settings.auth_required_scopes,
-            host_identity=True,
-        )
-        return authenticator, None
-    metadata = document_of(settings, server)
-    unused = changed(settings, VERIFIER_SETTINGS) if verifier is not None else []
-    if unused:
-        raise ValueError(
-            f"McpSettings {', '.join(unused)} set, but a token_verifier is given, which "
-            "replaces the built-in verifiers that read them: remove them"
-        )
-    if verifier is None:
-        audiences = tuple(dict.fromkeys([settings.auth_resource, settings.auth_audience or ""]))
-        audiences = tuple(a for a in audiences if a)
-        if settings.auth_verification == "jwt":
-            from mcp_asgi.auth.jwt import JwtVerifier
-
-            verifier = JwtVerifier(
-                issuers=settings.auth_issuers,
-                audiences=audiences,
-                algorithms=settings.auth_algorithms,
-                leeway=settings.auth_leeway,
-                jwks_url=settings.auth_jwks_url,
-                min_refetch=settings.auth_jwks_min_refetch,
-                token_types=settings.auth_token_types,
-                http=http,
-            )
-        else:
-            from mcp_asgi.auth.introspection import IntrospectionVerifier
-
-            secret = settings.auth_client_secret
-            verifier = IntrospectionVerifier(
-                issuers=settings.auth_issuers,
-                audiences=audiences,
-                client_id=settings.auth_client_id,
-                client_secret=secret.get_secret_value() if secret else None,
-                endpoint=settings.auth_introspection_url,
-                cache_ttl=settings.auth_cache_ttl,
-                refusal_ttl=settings.auth_refusal_cache_ttl,
-                leeway=settings.auth_leeway,
-                http=http,
-            )
-    authenticator = Authenticator(
-        metadata_url=metadata.url,
-        verifier=verifier,
-        required_scopes=settings.auth_required_scopes,
-        host_identity=settings.auth_host_identity,
-        failures=AuthFailures(
-            rate=rate,
-            burst=settings.auth_failure_burst,
-            ipv4_prefix=settings.client_ipv4_prefix,
-            ipv6_prefix=settings.client_ipv6_prefix,
-        )
-        if (rate := settings.auth_failure_rate)
-        else None,
-    )
-    return authenticator, metadata
-
-
-def _check_scopes_enforced(server: McpServer, settings: McpSettings) -> None:
-    """A ValueError when the server declares scopes that nobody would check (authorization
-    off): at construction, and again at startup for what was registered since."""
-    if settings.auth_resource is not None or settings.auth_host_identity:
-        return
-    declared = server.declared_scopes()
-    if declared:
-        raise ValueError(
-            f"McpServer {server.name!r} declares scopes ({', '.join(sorted(declared))}: its "
-            "default_scopes or a tool's, resource's, prompt's or source's scopes=), but "
-            "authorization is off, so every caller could use everything: set "
-            "McpSettings.auth_resource and auth_issuers (bearer tokens) or "
-            "auth_host_identity=True, or remove the scopes"
-        )
-
-
 def _route_path(asgi_scope: Scope) -> str:
     path: str = asgi_scope["path"]
     root: str = asgi_scope.get("root_path", "")
@@ -560,9 +368,8 @@ def _route_path(asgi_scope: Scope) -> str:
 
 
 async def _startup_failed(refused: ValueError, receive: Receive, send: Send) -> None:
-    """The server could not start (a tool source refused a name already taken, or scopes
-    were declared with authorization off): the ASGI
-    server is told `lifespan.startup.failed` with the reason, and exits saying so."""
+    """The server could not start (a tool source refused a name already taken, scopes were
+    declared with authorization off, another middleware shadows this one): logged, and the
+    ASGI server is told `lifespan.startup.failed` with the reason (it exits saying so)."""
     logger.error("the MCP server cannot start: %s", refused)
-    await receive()  # lifespan.startup
-    await send({"type": "lifespan.startup.failed", "message": str(refused)})
+    await fail_startup(str(refused), receive, send)

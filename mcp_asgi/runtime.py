@@ -2,10 +2,11 @@
 transport (the 2026-07-28 endpoint, 2025-era sessions, stdio, tasks).
 
 One per endpoint (or stdio connection), made from its settings at start-up: it holds the
-per-request settings and the worker-thread slots (`max_threads`) that every request of the
-endpoint shares, tasks included. A per-request setting is added here, once::
+per-request settings (`McpSettings.runtime`) and the worker-thread slots (`max_threads`)
+that every request of the endpoint shares, tasks included. A per-request setting is added
+here (and to `RuntimeSettings`), once::
 
-    runtime = RequestRuntime(server, settings)
+    runtime = RequestRuntime(server, settings.runtime)
     scope = runtime.scope(request, writer, observer=observer)   # deadline, grace, threads
     ctx = runtime.context(scope, inputs=..., asgi_scope=..., body=...)
 
@@ -31,7 +32,7 @@ from mcp_asgi.protocol.request import McpRequest
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.listen import LISTEN
 from mcp_asgi.server.mcp_server import McpServer, ResultOptions
-from mcp_asgi.settings import McpSettings
+from mcp_asgi.settings import McpSettings, RuntimeSettings
 
 
 class RequestRuntime:
@@ -39,7 +40,7 @@ class RequestRuntime:
 
     __slots__ = ("_server", "_settings", "_threads")
 
-    def __init__(self, server: McpServer, settings: McpSettings) -> None:
+    def __init__(self, server: McpServer, settings: RuntimeSettings) -> None:
         self._server = server
         self._settings = settings
         self._threads = ThreadSlots(settings.max_threads)

@@ -1,6 +1,7 @@
 """Authorization: the endpoint as an OAuth 2.1 resource server (MCP authorization, RFC 9728,
 RFC 8707, RFC 6750), and the principal every request is bound to.
 
+    config         AuthSettings: the settings' authorization section
     principal      Principal; where a request's principal lives in the ASGI scope; the
                    key that binds handles (sessions, requestState) to it; the scope
                    hierarchy rule
@@ -15,9 +16,9 @@ RFC 8707, RFC 6750), and the principal every request is bound to.
 
 Imports only `mcp_asgi.protocol` (its errors and header reading) and `mcp_asgi._loggers`;
 never http, lifecycle, telemetry, input, bus, server, settings, legacy, the endpoints or
-the middleware: everything above it passes in plain values (the settings' fields, the
-scopes a server declares). PyJWT and httpx (the `mcp-asgi[auth]` extra) are imported only
-when a verifier that needs them is built.
+the middleware: everything above it passes in plain values (`AuthSettings`, which
+`McpSettings.auth` makes; the scopes a server declares). PyJWT and httpx (the
+`mcp-asgi[auth]` extra) are imported only when a verifier that needs them is built.
 """
 
 from mcp_asgi.auth.metadata import ProtectedResourceMetadata

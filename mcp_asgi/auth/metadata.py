@@ -19,6 +19,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mcp_asgi.auth.config import AuthSettings
+
 WELL_KNOWN: Final = "/.well-known/oauth-protected-resource"
 
 
@@ -115,30 +117,28 @@ async def _send(
     await send({"type": "http.response.body", "body": body})
 
 
-class _AuthSettings(Protocol):
-    @property
-    def auth_resource(self) -> str | None: ...
-    @property
-    def auth_issuers(self) -> tuple[str, ...]: ...
-    @property
-    def auth_required_scopes(self) -> tuple[str, ...]: ...
-
-
 class _ScopedServer(Protocol):
     @property
     def name(self) -> str: ...
     def declared_scopes(self) -> frozenset[str]: ...
 
 
-def document_of(settings: _AuthSettings, server: _ScopedServer) -> MetadataDocument:
-    """The metadata document of the endpoint `settings` configure for `server`."""
-    resource = settings.auth_resource
+class _Sectioned(Protocol):
+    """`McpSettings`, seen from here: it has an authorization section."""
+
+    @property
+    def auth(self) -> AuthSettings: ...
+
+
+def document_of(auth: AuthSettings, server: _ScopedServer) -> MetadataDocument:
+    """The metadata document of the endpoint `auth` configures for `server`."""
+    resource = auth.resource
     if not resource:
         raise ValueError("Protected Resource Metadata needs McpSettings.auth_resource")
-    required = settings.auth_required_scopes
+    required = auth.required_scopes
     return MetadataDocument(
         resource,
-        settings.auth_issuers,
+        auth.issuers,
         lambda: {*required, *server.declared_scopes()},
         name=server.name,
     )
@@ -157,9 +157,9 @@ class ProtectedResourceMetadata:
     Give it the same `McpSettings` and `McpServer` as the `McpMiddleware`.
     """
 
-    def __init__(self, app: ASGIApp, *, server: _ScopedServer, settings: _AuthSettings) -> None:
+    def __init__(self, app: ASGIApp, *, server: _ScopedServer, settings: _Sectioned) -> None:
         self.app = app
-        self.metadata = document_of(settings, server)
+        self.metadata = document_of(settings.auth, server)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve the metadata at its paths; pass everything else to the app."""

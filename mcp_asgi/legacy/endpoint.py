@@ -11,7 +11,7 @@ Every request but `initialize` must name an open session: no `Mcp-Session-Id` is
 an unknown or expired one 404, and so is another principal's (a session is bound to the
 identity that opened it: the verified token's, or the host app's). Errors raised before
 a request runs are `ProtocolError`s, answered by the middleware like its own. The
-middleware hands in what a request needs to run (`open_scope`, `dispatch`) so both eras
+wiring hands in what a request needs to run (`open_scope`, `dispatch`) so both eras
 run requests the same way.
 """
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager, asynccontextmanager
+from dataclasses import replace
 from typing import Final, Protocol
 
 import anyio
@@ -27,6 +28,7 @@ from starlette.types import Message, Receive, Scope, Send
 from mcp_asgi._loggers import sessions_logger as logger
 from mcp_asgi.auth.principal import principal_key
 from mcp_asgi.http.accept import ResponseMode, negotiate
+from mcp_asgi.http.exchange import Exchange
 from mcp_asgi.http.reply import ReplyWriter, send_empty
 from mcp_asgi.input.asking import INPUT_METHODS, Asking
 from mcp_asgi.input.live import LiveInput
@@ -64,7 +66,7 @@ from mcp_asgi.protocol.request import McpRequest
 from mcp_asgi.protocol.sizes import json_held
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import McpServer
-from mcp_asgi.settings import McpSettings
+from mcp_asgi.settings import LegacySettings
 from mcp_asgi.store import MemoryStore, StateStore
 
 _RETRY_FULL: Final = 5
@@ -75,19 +77,17 @@ Call = Callable[[Context], Awaitable[JsonObject]]
 
 
 class ScopeOpener(Protocol):
-    """Opens the request scope of one request (the middleware's, shared by both eras)."""
+    """Opens the request scope of one request (`InFlight.open`, shared by both eras)."""
 
     def __call__(
         self,
-        asgi_scope: Scope,
+        exchange: Exchange,
         request: McpRequest,
         writer: ReplyWriter,
         /,
         *,
         cancel_on_disconnect: bool,
         inputs: Asking | None,
-        body: bytes,
-        arrived: float | None,
     ) -> AbstractContextManager[tuple[RequestScope, Context]]: ...
 
 
@@ -97,15 +97,17 @@ class LegacyEndpoint:
     def __init__(
         self,
         server: McpServer,
-        settings: McpSettings,
+        settings: LegacySettings,
         *,
+        keepalive_interval: float | None,
         limits: ClientLimits,
         open_scope: ScopeOpener,
         dispatch: Dispatch,
         store: StateStore | None = None,
     ) -> None:
         """`store` carries the answers to server-to-client requests (across replicas when
-        it is shared); default: this process's memory."""
+        it is shared); default: this process's memory. `keepalive_interval`: seconds
+        between keep-alive comments on event streams (None: none)."""
         self.server = server
         self.sessions = SessionStore(
             ttl=settings.session_ttl,
@@ -120,41 +122,30 @@ class LegacyEndpoint:
         self._max_info = settings.max_client_info_bytes
         self._open_scope = open_scope
         self._dispatch = dispatch
-        self._keepalive = settings.keepalive_interval or 0  # 0: none
-        self._disconnect_cancels = settings.legacy_disconnect_cancels
+        self._keepalive = keepalive_interval or 0  # 0: none
+        self._disconnect_cancels = settings.disconnect_cancels
         self._store = store if store is not None else MemoryStore()
         self._replies = Replies(self._store)
         self.shared = SharedSessions(self._store, self.sessions)
         self._log_settings = LogSettings(
-            max_events=settings.legacy_resume_events,
-            ttl=settings.legacy_resume_ttl,
-            retry_ms=round(settings.legacy_sse_retry * 1000),
+            max_events=settings.resume_events,
+            ttl=settings.resume_ttl,
+            retry_ms=round(settings.sse_retry * 1000),
         )
-        self._input_timeout = settings.legacy_input_timeout
-        self._parked = ParkedStreams(park_for=settings.legacy_resume_ttl)
+        self._input_timeout = settings.input_timeout
+        self._parked = ParkedStreams(park_for=settings.resume_ttl)
 
     # -- entry points (the middleware has checked method, Origin, body, Accept) ----------
 
-    async def serve_post(
-        self,
-        asgi_scope: Scope,
-        receive: Receive,
-        send: Send,
-        message: IncomingMessage,
-        mode: ResponseMode,
-        *,
-        body: bytes,
-        arrived: float | None = None,
-    ) -> None:
-        """Serve one POSTed 2025-era message; `body` is the message as read, for the
-        handler's `Request`; `arrived` starts its deadline."""
+    async def serve_post(self, exchange: Exchange, message: IncomingMessage) -> None:
+        """Serve one POSTed 2025-era message (read from the exchange's body)."""
         if message.method == "initialize":
-            await self._initialize(asgi_scope, receive, send, message, mode, body, arrived)
+            await self._initialize(exchange, message)
             return
-        session = await self._session(asgi_scope, message.id)
+        session = await self._session(exchange.asgi_scope, message.id)
         if message.id is None:
             await self._notified(session, message)
-            await send_empty(send, 202)
+            await send_empty(exchange.send, 202)
             return
         await self.shared.touch(session)
         self.sessions.prove(session)  # a request: the session is in real use
@@ -191,7 +182,7 @@ class LegacyEndpoint:
                     raise McpError(error.code, error.message, error.data, http_status=200) from None
                 return _methods.legacy_result(result)
 
-        await self._run(asgi_scope, receive, send, mode, session, request, call, body, arrived)
+        await self._run(exchange, session, request, call)
 
     async def serve_reply(self, asgi_scope: Scope, send: Send, reply: IncomingReply) -> None:
         """A POSTed answer to one of the server's requests: handed to the handler that
@@ -264,16 +255,7 @@ class LegacyEndpoint:
 
     # -- the pieces --------------------------------------------------------------------
 
-    async def _initialize(
-        self,
-        asgi_scope: Scope,
-        receive: Receive,
-        send: Send,
-        message: IncomingMessage,
-        mode: ResponseMode,
-        body: bytes,
-        arrived: float | None,
-    ) -> None:
+    async def _initialize(self, exchange: Exchange, message: IncomingMessage) -> None:
         params = message.params
         capabilities = params.get("capabilities", {})
         client_info = params.get("clientInfo")
@@ -298,6 +280,7 @@ class LegacyEndpoint:
                 {"reason": "session_limit", "limit": self._max_info},
                 request_id=message.id,
             )
+        asgi_scope = exchange.asgi_scope
         hold = self._limits.hold("sessions", self._limits.key(asgi_scope))  # 429
         session = self.sessions.create(
             protocol_version=negotiate_version(params["protocolVersion"]),
@@ -328,10 +311,8 @@ class LegacyEndpoint:
             return result
 
         request = session_request(message, session, session_id=session.id)
-        send = _send_with_session_id(send, session.id)
-        request_scope = await self._run(
-            asgi_scope, receive, send, mode, session, request, call, body, arrived
-        )
+        exchange = replace(exchange, send=_send_with_session_id(exchange.send, session.id))
+        request_scope = await self._run(exchange, session, request, call)
         if request_scope.result is None:  # failed or cancelled: no session was opened
             self.sessions.close(session)
             with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
@@ -341,18 +322,9 @@ class LegacyEndpoint:
                     logger.warning("session record not removed", exc_info=True)
 
     async def _run(
-        self,
-        asgi_scope: Scope,
-        receive: Receive,
-        send: Send,
-        mode: ResponseMode,
-        session: LegacySession,
-        request: McpRequest,
-        call: Call,
-        body: bytes,
-        arrived: float | None,
+        self, exchange: Exchange, session: LegacySession, request: McpRequest, call: Call
     ) -> RequestScope:
-        writer = self._writer(send, mode, session, request)
+        writer = self._writer(exchange.send, exchange.mode, session, request)
         release = session.use()
         outbound = inputs = None
         if request.method in INPUT_METHODS:  # the handler may ask the client (elicit & co.)
@@ -361,20 +333,14 @@ class LegacyEndpoint:
             )
             inputs = LiveInput(request, outbound.send)
         with self._open_scope(
-            asgi_scope,
-            request,
-            writer,
-            cancel_on_disconnect=self._disconnect_cancels,
-            inputs=inputs,
-            body=body,
-            arrived=arrived,
+            exchange, request, writer, cancel_on_disconnect=self._disconnect_cancels, inputs=inputs
         ) as (request_scope, ctx):
             if outbound is not None:
                 outbound.bind(request_scope)
             session.track(request_scope)  # no await since the session lookup: atomic
             try:
                 await request_scope.run(
-                    _receive_with_release(receive, release, writer), lambda: call(ctx)
+                    _receive_with_release(exchange.receive, release, writer), lambda: call(ctx)
                 )
                 await writer.end()  # complete the HTTP exchange even if the client left
             finally:

@@ -91,7 +91,7 @@ class StdioConnection:
         self._out = writer
         self._settings = settings
         self._telemetry = telemetry
-        self._runtime = RequestRuntime(server, settings)  # this connection's thread slots
+        self._runtime = RequestRuntime(server, settings.runtime)  # this connection's thread slots
         self._inputs = input_rounds(settings)
         self._options = result_options(settings)
         self._session: LegacySession | None = None  # after a 2025-era initialize

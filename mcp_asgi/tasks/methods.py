@@ -30,6 +30,7 @@ import anyio
 from starlette.types import Scope
 
 from mcp_asgi._loggers import tasks_logger as logger
+from mcp_asgi.http.exchange import Exchange
 from mcp_asgi.input.asking import Asking
 from mcp_asgi.input.request_state import digest, principal_of
 from mcp_asgi.lifecycle.cancel import CancelReason
@@ -83,11 +84,12 @@ class TaskMethods:
         self._limits = limits
 
     def route(
-        self, request: McpRequest, asgi_scope: Scope, *, body: bytes, inputs: Asking | None
+        self, request: McpRequest, exchange: Exchange, *, inputs: Asking | None
     ) -> Method | None:
-        """The method that answers `request` if the extension has a say in it, else None;
-        the task store out of reach, it answers 503 (reason `store_unavailable`)."""
-        method = self._route(request, asgi_scope, body=body, inputs=inputs)
+        """The method that answers `request` (POSTed in `exchange`) if the extension has a
+        say in it, else None; the task store out of reach, it answers 503 (reason
+        `store_unavailable`)."""
+        method = self._route(request, exchange.asgi_scope, body=exchange.body, inputs=inputs)
         return None if method is None else _store_errors(method)
 
     def _route(

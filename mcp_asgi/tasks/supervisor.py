@@ -40,7 +40,7 @@ from mcp_asgi.protocol.request import McpRequest
 from mcp_asgi.runtime import RequestRuntime, shortest
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.mcp_server import McpServer, ResultOptions
-from mcp_asgi.settings import McpSettings
+from mcp_asgi.settings import TaskSettings
 from mcp_asgi.store import StoreUnavailable
 from mcp_asgi.tasks.capacity import KeptBytes, server_busy
 from mcp_asgi.tasks.input import TaskInput
@@ -60,7 +60,7 @@ class TaskSupervisor:
         self,
         server: McpServer,
         registry: TaskRegistry,
-        settings: McpSettings,
+        settings: TaskSettings,
         telemetry: Telemetry,
         options: ResultOptions,
         runtime: RequestRuntime,
@@ -75,8 +75,8 @@ class TaskSupervisor:
         self._runtime = runtime
         self._runs: dict[str, TaskRun] = {}
         self._kept = KeptBytes(
-            per_client=settings.max_kept_task_bytes_per_client,
-            total=settings.max_kept_task_bytes,
+            per_client=settings.max_kept_bytes_per_client,
+            total=settings.max_kept_bytes,
         )
         self._group: TaskGroup | None = None
 
@@ -171,14 +171,14 @@ class TaskSupervisor:
             request,
             ReplyWriter(_discard, "json"),  # nobody reads a task's reply: it is stored
             observer=observer or ScopeObserver(),
-            timeout=shortest(settings.max_task_duration, self.ttl),
+            timeout=shortest(settings.max_duration, self.ttl),
         )
         run = TaskRun(
             task_id,
             request,
             scope,
             self.registry,
-            max_result_bytes=settings.max_task_result_bytes,
+            max_result_bytes=settings.max_result_bytes,
             telemetry=observer,
         )
         ctx = self._runtime.context(
@@ -194,7 +194,7 @@ class TaskSupervisor:
     @property
     def ttl(self) -> float | None:
         """The TTL a new task gets: `task_ttl`, capped by `max_task_ttl`."""
-        return shortest(self._settings.task_ttl, self._settings.max_task_ttl)
+        return shortest(self._settings.ttl, self._settings.max_ttl)
 
     def new_record(self, run: TaskRun, owner: str | None, tool: str) -> TaskRecord:
         """The record of a call promoted now (its outcome already in, if it is done)."""
@@ -207,9 +207,9 @@ class TaskSupervisor:
             created=now,
             updated=now,
             ttl=self.ttl,
-            poll_interval_ms=max(1, round(self._settings.task_poll_interval * 1000)),
+            poll_interval_ms=max(1, round(self._settings.poll_interval * 1000)),
             worker=self.worker,
-            lease=now + self._settings.task_lease,
+            lease=now + self._settings.lease,
         )
         if run.done.is_set():
             run.apply_outcome(record)
@@ -261,7 +261,7 @@ class TaskSupervisor:
         run = self._runs.get(task_id)
         if run is None or run.record is None or run.done.is_set():
             return
-        lease = self._settings.task_lease
+        lease = self._settings.lease
 
         def extend(record: TaskRecord) -> bool:
             if record.terminal:
@@ -296,7 +296,7 @@ class TaskSupervisor:
     async def _renew(self) -> None:
         """Renew the leases of running tasks, and read their records, every lease/3."""
         while True:
-            await anyio.sleep(self._settings.task_lease / 3)
+            await anyio.sleep(self._settings.lease / 3)
             for task_id in list(self._runs):
                 try:
                     await self._check(task_id, renew=True)
@@ -313,7 +313,7 @@ class TaskSupervisor:
         runs = list(self._runs.values())
         for run in runs:
             run.cancel(CancelReason.SERVER_SHUTDOWN)
-        with anyio.move_on_after(self._settings.cancel_grace + 1.0):
+        with anyio.move_on_after(self._runtime.cancel_grace + 1.0):
             for run in runs:
                 await run.settled.wait()
 

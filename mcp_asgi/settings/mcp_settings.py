@@ -1,4 +1,6 @@
-"""`McpSettings`: every knob of the middleware, read from the environment (prefix `MCP_`)."""
+"""`McpSettings`: every knob of the middleware, read from the environment (prefix `MCP_`),
+and the sections each subsystem is given (`runtime`, `auth`, `bus`, `limits`, `legacy`,
+`tasks`)."""
 
 from __future__ import annotations
 
@@ -10,10 +12,18 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from mcp_asgi.auth.config import AuthSettings
 from mcp_asgi.auth.jwt import ACCESS_TOKEN_TYPES as _ACCESS_TOKEN_TYPES
 from mcp_asgi.auth.jwt import ASYMMETRIC as _ASYMMETRIC
 from mcp_asgi.auth.jwt import accepted_types as _accepted_types
 from mcp_asgi.http.accept import ResponseMode
+from mcp_asgi.settings.sections import (
+    BusSettings,
+    LegacySettings,
+    LimitSettings,
+    RuntimeSettings,
+    TaskSettings,
+)
 
 Strings = Annotated[tuple[str, ...], NoDecode]
 """A list setting: from the environment, a JSON list or a comma-separated one (`_listed`)."""
@@ -596,6 +606,103 @@ class McpSettings(BaseSettings):
         if isinstance(value, str) and value.strip().lower() in ("", "none", "null"):
             return None
         return value
+
+    # -- the sections: what each subsystem is given (settings/sections.py) ---------------
+
+    @property
+    def auth(self) -> AuthSettings:
+        """Authorization: the `auth_*` fields."""
+        secret = self.auth_client_secret
+        return AuthSettings(
+            resource=self.auth_resource,
+            issuers=self.auth_issuers,
+            required_scopes=self.auth_required_scopes,
+            verification=self.auth_verification,
+            audience=self.auth_audience,
+            jwks_url=self.auth_jwks_url,
+            algorithms=self.auth_algorithms,
+            token_types=self.auth_token_types,
+            leeway=self.auth_leeway,
+            jwks_min_refetch=self.auth_jwks_min_refetch,
+            introspection_url=self.auth_introspection_url,
+            client_id=self.auth_client_id,
+            client_secret=secret.get_secret_value() if secret else None,
+            cache_ttl=self.auth_cache_ttl,
+            refusal_cache_ttl=self.auth_refusal_cache_ttl,
+            failure_rate=self.auth_failure_rate,
+            failure_burst=self.auth_failure_burst,
+            host_identity=self.auth_host_identity,
+        )
+
+    @property
+    def runtime(self) -> RuntimeSettings:
+        """What every request's runtime reads (RequestRuntime)."""
+        return RuntimeSettings(
+            max_request_duration=self.max_request_duration,
+            keepalive_interval=self.keepalive_interval,
+            cancel_grace=self.cancel_grace,
+            process_kill_grace=self.process_kill_grace,
+            progress_min_interval=self.progress_min_interval,
+            max_threads=self.max_threads,
+        )
+
+    @property
+    def bus(self) -> BusSettings:
+        """Redis: the shared bus and store."""
+        return BusSettings(
+            url=self.bus_url,
+            channel=self.bus_channel,
+            redis_timeout=self.redis_timeout,
+            redis_retry_max=self.redis_retry_max,
+        )
+
+    @property
+    def limits(self) -> LimitSettings:
+        """Per-client limits."""
+        return LimitSettings(
+            rate=self.rate_limit,
+            burst=self.rate_limit_burst,
+            requests=self.max_requests_per_client,
+            listen_streams=self.max_listen_streams_per_client,
+            sessions=self.max_sessions_per_client,
+            tasks=self.max_tasks_per_client,
+            ipv4_prefix=self.client_ipv4_prefix,
+            ipv6_prefix=self.client_ipv6_prefix,
+        )
+
+    @property
+    def legacy(self) -> LegacySettings:
+        """2025-era clients."""
+        return LegacySettings(
+            enabled=self.legacy_enabled,
+            session_ttl=self.session_ttl,
+            max_sessions=self.max_sessions,
+            session_idle_ttl=self.session_idle_ttl,
+            max_client_info_bytes=self.max_client_info_bytes,
+            max_subscriptions=self.max_subscriptions,
+            max_session_bytes=self.max_session_bytes,
+            disconnect_cancels=self.legacy_disconnect_cancels,
+            resume_events=self.legacy_resume_events,
+            resume_ttl=self.legacy_resume_ttl,
+            sse_retry=self.legacy_sse_retry,
+            input_timeout=self.legacy_input_timeout,
+        )
+
+    @property
+    def tasks(self) -> TaskSettings:
+        """The Tasks extension."""
+        return TaskSettings(
+            result_window=self.task_result_window,
+            ttl=self.task_ttl,
+            max_ttl=self.max_task_ttl,
+            max_duration=self.max_task_duration,
+            poll_interval=self.task_poll_interval,
+            lease=self.task_lease,
+            max_tasks=self.max_tasks,
+            max_kept_bytes_per_client=self.max_kept_task_bytes_per_client,
+            max_kept_bytes=self.max_kept_task_bytes,
+            max_result_bytes=self.max_task_result_bytes,
+        )
 
 
 RENAMED: Final = {"list_ttl_ms": "list_ttl, in seconds (MCP_LIST_TTL)"}

@@ -1,0 +1,30 @@
+"""`Exchange`: one HTTP POST to the MCP endpoint, once the middleware has read it.
+
+The ASGI triple, the body as read, when the request arrived and the reply's mode travel
+together from the middleware to the era's endpoint and on to the request's runtime::
+
+    McpMiddleware ──► Exchange(asgi_scope, receive, send, body, arrived, mode)
+                  ──► ModernEndpoint.serve_post | LegacyEndpoint.serve_post ──► InFlight.open
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from starlette.types import Receive, Scope, Send
+
+from mcp_asgi.http.accept import ResponseMode
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """One POST's ASGI scope, `receive` and `send`; its `body` as read (for the handler's
+    `Request`); `arrived`, when its headers came on the loop's clock (the request's
+    deadline counts from it); and `mode`, how the reply is written (Accept)."""
+
+    asgi_scope: Scope
+    receive: Receive
+    send: Send
+    body: bytes
+    arrived: float
+    mode: ResponseMode
