@@ -502,6 +502,12 @@ class McpSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _redis_timeout_within_deadline(self) -> McpSettings:
+        unused = changed(self, ("bus_channel", "redis_timeout", "redis_retry_max"))
+        if self.bus_url is None and unused:
+            raise ValueError(
+                f"{', '.join(unused)} set, but they apply to Redis, which needs bus_url "
+                "(redis://host:6379/0): set it, or remove them"
+            )
         deadline = self.max_request_duration
         if self.bus_url is not None and deadline is not None and self.redis_timeout >= deadline:
             raise ValueError(

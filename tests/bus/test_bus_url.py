@@ -82,10 +82,21 @@ def test_settings_are_read_once() -> None:
 
 def test_redis_timeout_must_be_shorter_than_the_request_deadline() -> None:
     """A request would time out before Redis were found unreachable: refused at start-up,
-    naming both settings; without Redis the timeout does not matter."""
+    naming both settings."""
     with pytest.raises(ValueError, match=r"redis_timeout .* max_request_duration"):
         McpSettings(bus_url=URL, redis_timeout=2.0, max_request_duration=2.0)
-    McpSettings(redis_timeout=2.0, max_request_duration=2.0)
+    McpSettings(bus_url=URL, redis_timeout=1.0, max_request_duration=2.0)
+
+
+@pytest.mark.parametrize(
+    "setting", [{"redis_timeout": 1.0}, {"redis_retry_max": 1.0}, {"bus_channel": "mine"}]
+)
+def test_a_redis_setting_without_bus_url_is_refused(setting: dict[str, object]) -> None:
+    """Without bus_url nothing reads the Redis settings: one given is a mistake, refused
+    naming it, never ignored."""
+    (name,) = setting
+    with pytest.raises(ValueError, match=rf"{name} set, but .* needs bus_url"):
+        McpSettings(**setting)  # type: ignore[arg-type]
 
 
 async def test_health_is_ok_without_redis_and_degraded_when_it_is_out_of_reach() -> None:
