@@ -107,18 +107,29 @@ conformance: $(STAMP) $(NODE_STAMP)  ## only the official MCP conformance suite 
 # FastAPI's dependency solver is internal API (mcp_asgi/server/depends.py, Solver): the
 # handler-API tests run with the oldest, a middle and the newest tested FastAPI. Each
 # version is a folder of wheels installed once with --no-deps into the git-ignored
-# .venv-fastapi/<version> and put before .venv on PYTHONPATH: only FastAPI (and, for the
-# oldest, the Starlette and sse-starlette pip resolves beside it: FASTAPI_<version>_WITH)
-# differ from .venv, so no venv is created and a run costs only the tests. The newest is
-# depends.py's NEWEST_TESTED_FASTAPI (tests/server/test_depends.py checks they agree);
-# when .venv has that same FastAPI, `make pytest` runs these tests with it already.
-FASTAPI_VERSIONS ?= 0.115.2 0.140.0 0.165.0
-FASTAPI_0.115.2_WITH := starlette==0.40.0 sse-starlette==3.0.3
-# Starlette < 0.41 imports python-multipart by its old name, which warns (an error here)
+# .venv-fastapi/<version> and put before .venv on PYTHONPATH: only FastAPI and what
+# FASTAPI_<version>_WITH names (its Starlette, and for the oldest the floors of pydantic
+# and pydantic-settings) differ from .venv, so no venv is created and a run costs only the
+# tests. Between them they take every path of depends.Solver (a tuple or SolvedDependency
+# result; yield dependencies on the scope's fastapi_astack, on async_exit_stack, on the
+# scope's stacks of 0.121+) and both Starlette root_path conventions under a mount (< 0.33,
+# >= 0.35). The newest is depends.py's
+# NEWEST_TESTED_FASTAPI (tests/server/test_depends.py checks they agree); when .venv has
+# that same FastAPI, `make pytest` runs these tests with it already.
+FASTAPI_VERSIONS ?= 0.100.0 0.112.2 0.165.0
+FASTAPI_0.100.0_WITH := starlette==0.27.0 sse-starlette==3.0.3 \
+	pydantic==2.7.3 pydantic-core==2.18.4 pydantic-settings==2.7.0
+FASTAPI_0.112.2_WITH := starlette==0.38.6 sse-starlette==3.0.3
+# Starlette < 0.41 imports python-multipart by its old name, and FastAPI < 0.103 calls a
+# pydantic-core function the 2.18 core deprecates: both warn (an error here)
 HANDLER_PYTEST := -q -p no:cacheprovider \
-	-W 'ignore:Please use `import python_multipart`:PendingDeprecationWarning'
+	-W 'ignore:Please use `import python_multipart`:PendingDeprecationWarning' \
+	-W 'ignore:`general_plain_validator_function` is deprecated:DeprecationWarning'
+# The handler API, and what else meets Starlette or pydantic at their floors: the host
+# app's routes as tools (under a mount's root_path), the JSON-RPC body's strings
 HANDLER_TESTS := tests/server/test_depends.py tests/server/test_request.py \
-	tests/server/test_error_status.py tests/e2e/test_live_depends.py
+	tests/server/test_error_status.py tests/e2e/test_live_depends.py \
+	tests/routes/test_routes.py tests/protocol/test_json_strings.py
 
 .venv-fastapi/%/.installed: | $(STAMP)
 	rm -rf .venv-fastapi/$*

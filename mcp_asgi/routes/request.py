@@ -2,7 +2,8 @@
 tool's arguments, and its JSON body.
 
 From the MCP request it keeps what any request to the same server has: `scheme`,
-`server`, `client`, `http_version`, `root_path` (the route's path is put under it), the
+`server`, `client`, `http_version`, `root_path` (the route's path is put under it, and in
+`path` after it when the MCP request's is: Starlette's mounts before 0.33 leave it out), the
 `Host` header, and a shallow copy of the lifespan `state`. Who is calling, per
 `Identity`:
 
@@ -122,6 +123,8 @@ def route_request(
     content = _json(body) if whole else b""
     root = mcp_scope.get("root_path", "")
     path, raw_path = fill_path(root, operation.path, path_values)
+    if not _under_root(mcp_scope):
+        path = path[len(root) :]
     headers.extend(_carried(mcp_scope, identity))
     headers.append((b"user-agent", _USER_AGENT))
     headers.append((b"accept", b"*/*"))
@@ -151,6 +154,15 @@ def route_request(
         if not identity.forward_authorization:
             _hand_over(scope, mcp_scope, principal)
     return scope, content
+
+
+def _under_root(mcp_scope: Scope) -> bool:
+    """Whether the MCP request's `path` holds its `root_path` (ASGI servers, Starlette >=
+    0.35's mounts) or follows it (Starlette < 0.33's mounts strip it): the call's does the
+    same, for the host app's router to read it as it read the MCP request's."""
+    root: str = mcp_scope.get("root_path", "")
+    path: str = mcp_scope.get("path", "")
+    return path.startswith(root) and (len(path) == len(root) or path[len(root)] == "/")
 
 
 def _carried(mcp_scope: Scope, identity: Identity) -> list[tuple[bytes, bytes]]:

@@ -27,7 +27,7 @@ import threading
 import typing
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 import anyio
 import anyio.from_thread
@@ -45,16 +45,16 @@ from mcp_asgi.server.context import Context
 if TYPE_CHECKING:
     from fastapi.dependencies.models import Dependant
 
-TESTED_FASTAPI: Final = ">=0.115.2"
+TESTED_FASTAPI: Final = ">=0.100.0"
 """The FastAPI versions handlers' dependencies accept (the `fastapi` extra pins the same):
-0.115.2 is the first FastAPI whose Starlette range admits mcp_asgi's `starlette>=0.40`;
-newer releases are accepted while their solver has the shape `Solver` knows."""
+0.100 is the first FastAPI of the pydantic 2 era; newer releases are accepted while their
+solver has one of the shapes `Solver` knows."""
 
 NEWEST_TESTED_FASTAPI: Final = "0.165.0"
 """The newest FastAPI of the tested matrix (the Makefile's FASTAPI_VERSIONS), named by
 the error when a newer release changes its solver."""
 
-_LOWEST: Final = (0, 115, 2)
+_LOWEST: Final = (0, 100, 0)
 _INSTALL: Final = "pip install 'mcp-asgi[fastapi]'"
 
 Injected = Literal["request", "depends"]
@@ -163,7 +163,7 @@ class Dependencies:
         result: Any = None
         with guard:
             async with AsyncExitStack() as request_stack:
-                asgi_scope["fastapi_inner_astack"] = request_stack
+                asgi_scope["fastapi_inner_astack"] = asgi_scope["fastapi_astack"] = request_stack
                 async with AsyncExitStack() as function_stack:
                     asgi_scope["fastapi_function_astack"] = function_stack
                     try:
@@ -193,7 +193,7 @@ class Dependencies:
                             cleanup.deadline = min(cleanup.deadline, guard.deadline)
                         if thread is not None:
                             await thread.wait_returned()
-        for key in ("fastapi_inner_astack", "fastapi_function_astack"):
+        for key in _STACK_KEYS:
             asgi_scope.pop(key, None)
         if guard.cancelled_caught or any(c.cancelled_caught for c in cleanup_scopes):
             _errors.warning(
@@ -206,6 +206,11 @@ class Dependencies:
         if failure is not None:  # a dependency swallowed it, or the close timed out
             raise failure
         return result
+
+
+_STACK_KEYS: Final = ("fastapi_astack", "fastapi_inner_astack", "fastapi_function_astack")
+"""Where FastAPI's `yield` dependencies find the exit stacks `Dependencies.call` sets:
+`fastapi_astack` before 0.106 (no `async_exit_stack` parameter), the other two from 0.121."""
 
 
 def _cleanup_cancel_scopes(asgi_scope: Any) -> Iterator[anyio.CancelScope]:
@@ -295,16 +300,25 @@ def _describe(errors: Sequence[Any]) -> str:
     return "; ".join(problems)
 
 
+class Solved(NamedTuple):
+    """What the solver found: the dependencies' values by name, or the request's errors."""
+
+    values: dict[str, Any]
+    errors: list[Any]
+
+
 class Solver:
     """FastAPI's dependency solver (`fastapi.dependencies.utils`) as a handler calls it.
 
-    Read once per handler, at registration: FastAPI >= 0.115.2 returns a `SolvedDependency`
-    and takes the request's exit stack (`async_exit_stack`, unused from 0.121, where `yield`
-    dependencies use the stacks in the ASGI scope that `Dependencies.call` sets) and
-    `embed_body_fields` (no body here) as required keywords. A solver of another shape
-    (a newer FastAPI that changed it) is refused with a `TypeError` naming the version."""
+    Read once per handler, at registration. Its shapes since 0.100: it returns the tuple
+    `(values, errors, background_tasks, response, cache)` before 0.112.3 and a
+    `SolvedDependency` since; it takes the request's exit stack as `async_exit_stack` from
+    0.106 (unused from 0.121; before 0.106 and from 0.121, `yield` dependencies use the
+    stacks in the ASGI scope that `Dependencies.call` sets), and `embed_body_fields` (no body
+    here) from 0.112.4. A solver of another shape (a newer FastAPI that changed it) is
+    refused with a `TypeError` naming the version."""
 
-    __slots__ = ("_fixed", "_solve", "_takes_stack", "get_dependant")
+    __slots__ = ("_fixed", "_solve", "_takes_stack", "_tuple", "get_dependant")
 
     def __init__(self, utils: Any, version: str, *, handler: str) -> None:
         solve = getattr(utils, "solve_dependencies", None)
@@ -334,7 +348,8 @@ class Solver:
         returns = signature.return_annotation
         solved = getattr(utils, "SolvedDependency", None)
         named = isinstance(returns, str) and returns.rsplit(".", 1)[-1] == "SolvedDependency"
-        if solved is None or not (returns is solved or named):
+        self._tuple = typing.get_origin(returns) is tuple and len(typing.get_args(returns)) == 5
+        if not self._tuple and (solved is None or not (returns is solved or named)):
             raise _changed(handler, version, f"solve_dependencies returns {returns!r}")
         self._solve: Callable[..., Any] = solve
         self._takes_stack = "async_exit_stack" in params
@@ -357,10 +372,10 @@ class Solver:
 
     async def solve(
         self, request: Request, dependant: Dependant, overrides: Any, stack: AsyncExitStack
-    ) -> Any:
-        """FastAPI's `SolvedDependency` (`.values`, `.errors`) for one call."""
+    ) -> Solved:
+        """The dependencies of one call, solved."""
         stack_arg = {"async_exit_stack": stack} if self._takes_stack else {}
-        return await self._solve(
+        result = await self._solve(
             request=request,
             dependant=dependant,
             dependency_overrides_provider=overrides,
@@ -368,6 +383,9 @@ class Solver:
             **stack_arg,
             **self._fixed,
         )
+        if self._tuple:
+            return Solved(result[0], result[1])
+        return Solved(result.values, result.errors)
 
 
 _PASSED: Final = ("request", "dependant", "dependency_overrides_provider", "dependency_cache")
@@ -391,5 +409,5 @@ def check_fastapi_version(version: str, *, handler: str) -> None:
         raise TypeError(
             f"{handler}: FastAPI {version} is installed, but mcp_asgi resolves dependencies "
             f"with FastAPI's internal solver and supports fastapi{TESTED_FASTAPI} "
-            f"(older releases do not install beside starlette>=0.40): {_INSTALL}"
+            f"(the pydantic 2 era): {_INSTALL}"
         )

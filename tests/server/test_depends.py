@@ -391,6 +391,12 @@ def test_a_completion_handler_cannot_take_dependencies() -> None:
 
 ROOT = Path(__file__).resolve().parents[2]
 _real_solve = fastapi.dependencies.utils.solve_dependencies
+# The fakes below wrap the solver of FastAPI >= 0.112.4; `make fastapi-range` runs the
+# older shapes for real.
+wraps_the_solver = pytest.mark.skipif(
+    "embed_body_fields" not in inspect.signature(_real_solve).parameters,
+    reason="wraps the solver of FastAPI >= 0.112.4",
+)
 
 
 def greet_server() -> McpServer:
@@ -412,6 +418,7 @@ async def test_a_newer_fastapi_with_the_same_solver_is_accepted(
     assert wire.result["content"][0]["text"] == "hello world"
 
 
+@wraps_the_solver
 async def test_a_solver_without_the_unused_exit_stack_is_called_without_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -444,6 +451,67 @@ async def test_a_solver_without_the_unused_exit_stack_is_called_without_it(
     wire = await call_tool(mcp_app(greet_server()), "greet")
     assert wire.result["content"][0]["text"] == "hello world"
     assert received[0] == []  # the handler's own call: no async_exit_stack
+
+
+_CLOSED: list[str] = []
+
+
+async def _session() -> AsyncIterator[str]:
+    yield "session"
+    _CLOSED.append("session")
+
+
+@wraps_the_solver
+async def test_a_solver_of_fastapi_0_100_s_shape_is_called_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before 0.112.3 the solver returns a tuple, and before 0.106 it takes no exit stack:
+    its `yield` dependencies use the scope's `fastapi_astack`, set for the call only."""
+    scopes: list[dict[str, Any]] = []
+    _CLOSED.clear()
+
+    async def solve_dependencies(
+        *,
+        request: Any,
+        dependant: Any,
+        dependency_overrides_provider: Any = None,
+        dependency_cache: Any = None,
+        **inner: Any,  # FastAPI's solver calls itself for sub-dependencies
+    ) -> Any:
+        if inner:
+            return await _real_solve(
+                request=request,
+                dependant=dependant,
+                dependency_overrides_provider=dependency_overrides_provider,
+                dependency_cache=dependency_cache,
+                **inner,
+            )
+        scopes.append(request.scope)
+        solved = await _real_solve(
+            request=request,
+            dependant=dependant,
+            dependency_overrides_provider=dependency_overrides_provider,
+            dependency_cache=dependency_cache,
+            async_exit_stack=request.scope["fastapi_astack"],
+            embed_body_fields=False,
+        )
+        return solved.values, solved.errors, None, solved.response, solved.dependency_cache
+
+    solve_dependencies.__annotations__["return"] = tuple[
+        dict[str, Any], list[Any], Any, Any, dict[Any, Any]
+    ]
+    monkeypatch.setattr(fastapi.dependencies.utils, "solve_dependencies", solve_dependencies)
+
+    server = McpServer("old")
+
+    @server.tool()
+    async def use(s: Annotated[str, Depends(_session)]) -> str:
+        return s
+
+    wire = await call_tool(mcp_app(server), "use")
+    assert wire.result["content"][0]["text"] == "session"
+    assert _CLOSED == ["session"]
+    assert "fastapi_astack" not in scopes[0]
 
 
 async def _requires_more(**kwargs: Any) -> Any:
