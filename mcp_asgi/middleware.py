@@ -24,6 +24,7 @@ from opentelemetry import metrics, trace
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_asgi._loggers import root_logger as logger
+from mcp_asgi._loop import loop_clock
 from mcp_asgi.auth.discovery import HttpJson
 from mcp_asgi.auth.guard import Authenticator, AuthError
 from mcp_asgi.auth.metadata import MetadataDocument, document_of
@@ -36,7 +37,6 @@ from mcp_asgi.http.origin import normalize_origin, origin_allowed
 from mcp_asgi.http.reply import ReplyWriter, dump, send_json
 from mcp_asgi.inflight import InFlight
 from mcp_asgi.legacy import LegacyEndpoint, is_legacy, is_session_request
-from mcp_asgi.lifecycle.clock import loop_clock
 from mcp_asgi.limits import AuthFailures, ClientLimits, TooManyRequests
 from mcp_asgi.protocol import jsonrpc
 from mcp_asgi.protocol.headers import header

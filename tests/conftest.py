@@ -104,7 +104,7 @@ def fake_clock() -> MockClock:
     trio through anyio's backend options). It jumps to the next deadline as soon as every
     task waits, so a timer that is not about real time fires at once and exactly on time;
     `fake_clock.jump(s)` moves it by hand (a handler "holding" the loop for `s` seconds).
-    Deadlines are absolute times on the loop's clock (mcp_asgi.lifecycle.clock), so this
+    Deadlines are absolute times on the loop's clock (mcp_asgi._loop.clock), so this
     drives every request deadline, grace period and keep-alive. A worker thread runs in real
     time the clock cannot see: while one works, set `autojump_threshold = math.inf` and
     jump by hand."""

@@ -7,13 +7,12 @@
     cancel         CancelReason, CancelToken, RequestCancelled
     cancel_log     the `mcp_asgi.cancellation` log records
     work           RunningWork: the handler, its threads and owned resources
-    threads        the worker threads of sync handlers (a cheap pool on asyncio)
     process        ctx.run_process / stream_process; process_group: process groups
-    beside         a one-child task group (off asyncio), join (on asyncio)
     lazy_event     an event made on first wait
-    clock          Clock: where deadlines are computed (a fake one in tests)
 
-Imports `mcp_asgi.http` (the reply writer is the scope's write channel) and
-`mcp_asgi.protocol`; never the server, input, bus, telemetry, legacy or the middleware.
+Its event-loop fast paths (worker threads, the watcher's waits, the clock, the handler's
+task) live in `mcp_asgi._loop`. Imports `mcp_asgi.http` (the reply writer is the scope's
+write channel) and `mcp_asgi.protocol`; never the server, input, bus, telemetry, legacy or
+the middleware.
 Observers (telemetry, the cancellation log) are told through `ScopeObserver`.
 """

@@ -22,8 +22,6 @@ properties, like trio's `CancelScope`.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import math
 import threading
 from collections.abc import Awaitable, Callable
@@ -32,13 +30,11 @@ from typing import Final, TypeVar
 import anyio
 from starlette.types import Receive
 
-from mcp_asgi._event_loop import new_cancel_scope, on_asyncio
 from mcp_asgi._loggers import errors_logger as _errors
+from mcp_asgi._loop import Clock, Task, beside, loop_clock, new_cancel_scope, on_asyncio
 from mcp_asgi.http.reply import ReplyWriter
-from mcp_asgi.lifecycle.beside import beside, join
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled, signal_token
 from mcp_asgi.lifecycle.cancel_log import log_cancelled, log_ignored, log_orphan_exited
-from mcp_asgi.lifecycle.clock import Clock, loop_clock
 from mcp_asgi.lifecycle.lazy_event import LazyEvent
 from mcp_asgi.lifecycle.outcome import (
     Outcome,
@@ -325,31 +321,27 @@ class RequestScope:
         """The handler's task takes its first step before anything else: a handler that
         answers without waiting for anything is then over, and no watcher is needed (most
         requests). Leaving waits for the handler's task, holding a cancellation until then."""
-        loop = asyncio.get_running_loop()
-        handler = contextvars.copy_context().run(loop.create_task, self._handle(call))
+        handler = Task(self._handle, call)
         try:
             await self._watch_from_outside(receive, first=handler)
         except BaseException:
             if not handler.done() and self._reason is None:
                 handler.cancel()  # the watcher failed: nothing would watch the handler
-            await join(handler)
+            await handler.join()
             raise
-        await join(handler)
-        if not handler.cancelled() and (error := handler.exception()) is not None:
+        await handler.join()
+        if (error := handler.error()) is not None:
             raise error
 
-    async def _watch_from_outside(
-        self, receive: Receive, first: asyncio.Task[None] | None = None
-    ) -> None:
+    async def _watch_from_outside(self, receive: Receive, first: Task | None = None) -> None:
         """The request's own task: watch (after the handler's first step, if `first`: not
         at all if that answered and nothing cancelled it), and record a cancellation that
         comes from outside as `server_shutdown` before the handler, in its own task, hears
         of it."""
         try:
-            if first is not None:
-                await asyncio.sleep(0)  # the handler's task was scheduled first: it runs now
-                if first.done() and self._reason is None:
-                    return
+            # the handler's task was scheduled first: it takes its first step now
+            if first is not None and await first.first_step() and self._reason is None:
+                return
             await self._watch(receive)
         except anyio.get_cancelled_exc_class():
             # our own cancel scopes swallow their cancellations: this one came from outside

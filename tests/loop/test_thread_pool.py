@@ -1,4 +1,4 @@
-"""The worker-thread pool of sync handlers (lifecycle/threads.py): what a thread sees is what
+"""The worker-thread pool of sync handlers (_loop/threads.py): what a thread sees is what
 anyio's own worker threads see, a cancel abandons the call, results come back in batches."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import anyio.to_thread
 import pytest
 import sniffio
 
-from mcp_asgi.lifecycle import threads
-from mcp_asgi.lifecycle.threads import run_in_thread
+from mcp_asgi._loop import threads
+from mcp_asgi._loop.threads import run_in_thread
 
 from ..helpers import eventually
 
