@@ -15,7 +15,7 @@ import pytest
 from mcp_asgi._loop.current import native_task
 from mcp_asgi._loop.interrupt import TIMED_OUT, Interruptible, within
 
-pytestmark = [pytest.mark.anyio]
+pytestmark = [pytest.mark.anyio, pytest.mark.fast_paths]
 
 
 @pytest.fixture
