@@ -1,9 +1,12 @@
 """One request's life from dispatch to its handler's real exit: the cancellation contract.
 
-    scope          RequestScope: the one owner of a request's fate (cancel, end, outcome)
+    scope          RequestScope: the one owner of a request's fate (cancel, the write
+                   choke point, the record, the outcome; its Phase)
+    runner         runs the handler's task and the watcher's; carries out, never decides
     watcher        Watcher: reads `receive()` for a disconnect, keeps the stream alive,
                    holds the deadline; reports why it stopped, never acts on the scope
-    outcome        CancelOutcome (the frozen record observers get), SideEffect, ScopeObserver
+    outcome        RequestRecord (the frozen record observers get), Outcome, SideEffect,
+                   ScopeObserver
     cancel         CancelReason, CancelToken, RequestCancelled
     cancel_log     the `mcp_asgi.cancellation` log records
     work           RunningWork: the handler, its threads and owned resources
