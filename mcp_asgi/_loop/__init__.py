@@ -1,6 +1,8 @@
-"""The event loop, below every layer: the only code that touches asyncio's API or anyio's
-internals (as anyio keeps its own in `_backends`), so an upgrade breaks in one place.
-Everything else uses what this package exports, and plain anyio.
+"""The event loop, below every layer: the only code that reaches into anyio's internals or
+takes a fast path through asyncio's API (as anyio keeps its own in `_backends`), so an
+upgrade breaks in one place. Everything else uses what this package exports, and plain
+anyio (the one other asyncio use: the Redis bus' listener, started lazily without a
+lifespan, asyncio only).
 
     switch      MCP_ASGI_PLAIN_ANYIO: force the plain-anyio path everywhere
     current     the running asyncio task (or None: trio, plain); cancel scopes made cheaply
