@@ -139,6 +139,21 @@ def anyio_backend(request: pytest.FixtureRequest) -> Iterator[str | tuple[str, d
         _loop.use_plain_anyio(was)
 
 
+@pytest.fixture(autouse=True)
+def _fast_paths(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test marked `fast_paths` runs with them on, also in a run with the plain-anyio
+    path forced from the environment (`MCP_ASGI_PLAIN_ANYIO=1 pytest ...`)."""
+    if request.node.get_closest_marker("fast_paths") is None:
+        yield
+        return
+    was = _loop.plain_anyio()
+    _loop.use_plain_anyio(False)
+    try:
+        yield
+    finally:
+        _loop.use_plain_anyio(was)
+
+
 @pytest.fixture
 def fake_clock() -> MockClock:
     """The event loop's clock for a test marked `fake_clock` (trio's `MockClock`, handed to

@@ -8,7 +8,8 @@ any event loop) or, on asyncio, `Task` (a plain task of its own, which is cheape
         child.cancel()      # or not: leaving the block waits for the child
 
     task = Task(handle, call)           # scheduled, in a copy of the current context
-    if not await task.first_step():     # it has run until its first wait
+    await task.first_step()             # it runs until its first wait
+    if not task.done():
         ...
     await task.join()                   # holds a cancellation of the caller until it ends
     task.error()                        # what it raised, if anything
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Any
 
@@ -57,15 +58,15 @@ class Task:
     def cancel(self) -> None:
         self._task.cancel()
 
-    async def first_step(self) -> bool:
-        """Let the task (scheduled first) run until it first waits; whether it is done."""
-        await asyncio.sleep(0)
-        return self._task.done()
+    def first_step(self) -> Awaitable[None]:
+        """`await task.first_step()`: let the task (scheduled first) run until it first
+        waits (then `done()` says whether it is over)."""
+        return asyncio.sleep(0)
 
-    async def join(self) -> None:
-        """Wait for the task to end, holding a cancellation of the caller until it has
-        (then raising it); the task's own outcome is left in it."""
-        await join(self._task)
+    def join(self) -> Awaitable[None]:
+        """`await task.join()`: wait for the task to end, holding a cancellation of the
+        caller until it has (then raising it); the task's own outcome is left in it."""
+        return join(self._task)
 
     def error(self) -> BaseException | None:
         """The exception the ended task raised (not its cancellation), or None."""

@@ -79,8 +79,10 @@ async def _watch_from_outside(steps: Steps, receive: Receive, first: Task | None
     from outside as `server_shutdown` before the handler, in its own task, hears of it."""
     try:
         # the handler's task was scheduled first: it takes its first step now
-        if first is not None and await first.first_step() and not steps.cancel_called:
-            return
+        if first is not None:
+            await first.first_step()
+            if first.done() and not steps.cancel_called:
+                return
         await steps.watch(receive)
     except anyio.get_cancelled_exc_class():
         # the scope's own cancel scopes swallow their cancellations: this one came from outside

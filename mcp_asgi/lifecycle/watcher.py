@@ -60,26 +60,28 @@ class Watcher:
         self._keepalive = keepalive if keepalive_interval > 0 else None
         self._interval = keepalive_interval if self._keepalive is not None else math.inf
         self._stopped = False
-        self._waits = Waits()
+        self._waits: Waits | None = None  # made on the first wait (most requests have none)
 
     def stop(self) -> None:
         """Stop watching: a running `watch` or `until_deadline` returns STOPPED. Idempotent."""
         self._stopped = True
-        self._waits.interrupt()
+        if self._waits is not None:
+            self._waits.interrupt()
 
     async def watch(self, receive: Receive) -> WatchEnd:
         """Wait until the client is gone, the deadline passes, or `stop()`; write a
         keep-alive each time the reply has been quiet for the interval."""
+        waits = self._waiting()
         while True:
             until = min(self._deadline, anyio.current_time() + self._interval)
-            if await self._waits.run(until, _disconnect, receive) is not TIMED_OUT:
+            if await waits.run(until, _disconnect, receive) is not TIMED_OUT:
                 return WatchEnd.CLIENT_GONE
             if self._stopped:
                 return WatchEnd.STOPPED
             if until >= self._deadline:
                 return WatchEnd.DEADLINE
             if self._keepalive is not None:  # the quiet period is over: a keep-alive
-                written = await self._waits.run(self._deadline, self._keepalive)
+                written = await waits.run(self._deadline, self._keepalive)
                 if written is False:
                     return WatchEnd.CLIENT_GONE
                 if written is TIMED_OUT or self._stopped:
@@ -87,8 +89,16 @@ class Watcher:
 
     async def until_deadline(self) -> WatchEnd:
         """Wait, no longer reading `receive()`, until the deadline passes or `stop()`."""
-        await self._waits.run(self._deadline, anyio.sleep_forever)
+        await self._waiting().run(self._deadline, anyio.sleep_forever)
         return WatchEnd.STOPPED if self._stopped else WatchEnd.DEADLINE
+
+    def _waiting(self) -> Waits:
+        """The waits, made on the first (ended at once if `stop()` came before)."""
+        if self._waits is None:
+            self._waits = Waits()
+            if self._stopped:
+                self._waits.interrupt()
+        return self._waits
 
 
 async def _disconnect(receive: Receive) -> None:

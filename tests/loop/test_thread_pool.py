@@ -178,6 +178,7 @@ async def test_many_calls_at_once_each_get_their_own_result() -> None:
         await run_in_thread(stops, bounded=True)
 
 
+@pytest.mark.fast_paths  # the pool itself
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_idle_threads_end(monkeypatch: pytest.MonkeyPatch) -> None:
     """A thread idle for IDLE_SECONDS ends; the next call starts another."""
