@@ -117,19 +117,29 @@ class Waits:
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
 
-    async def run(
+    def run(
+        self, until: float, fn: Callable[..., Awaitable[T]], *args: object
+    ) -> Awaitable[T | TimedOut]:
+        """`await waits.run(...)`: `await fn(*args)`, or `TIMED_OUT` once the loop's clock
+        reaches `until` or on `interrupt()` (at once, if it came before). A plain function
+        returning the awaitable, as `within`."""
+        if self._interrupted:
+            return _timed_out()
+        task = native_task()
+        if task is None:
+            return self._run_in_scope(until, fn, *args)
+        if self._interrupt is None:
+            self._interrupt = Interruptible()
+        return self._interrupt.run(task, until, fn, *args)
+
+    async def _run_in_scope(
         self, until: float, fn: Callable[..., Awaitable[T]], *args: object
     ) -> T | TimedOut:
-        """`await fn(*args)`, or `TIMED_OUT` once the loop's clock reaches `until` or on
-        `interrupt()` (at once, if it came before)."""
-        if self._interrupted:
-            return TIMED_OUT
-        task = native_task()
-        if task is not None:
-            if self._interrupt is None:
-                self._interrupt = Interruptible()
-            return await self._interrupt.run(task, until, fn, *args)
         with new_cancel_scope(deadline=until) as scope:
             self._cancel_scope = scope
             return await fn(*args)
         return TIMED_OUT
+
+
+async def _timed_out() -> TimedOut:
+    return TIMED_OUT
