@@ -18,7 +18,7 @@ Origin, Accept, Content-Type, limits, `requestState`); scope (`RequestScope`, it
 the handler's task, `InFlight`, the endpoint's and middleware's own code, `Context`);
 dispatch (`McpServer.dispatch`, the method and tool looked up); schema validation (the
 arguments checked and bound: `server/schema.py`, `json_schema.py`, pydantic); handler (the
-tool, and for a `def` tool the hop to its thread and back: `lifecycle/threads.py`,
+tool, and for a `def` tool the hop to its thread and back: `_loop/threads.py`,
 `threading`, `queue`); encode (the result and the JSON-RPC response built and serialized);
 write (`http/reply.py`, the ASGI `send`); telemetry (`mcp_asgi/telemetry`,
 `opentelemetry`); anyio (cancel scopes, limiters); event loop (`asyncio`: tasks, futures,
@@ -74,7 +74,7 @@ RULES: tuple[tuple[str, str, str], ...] = (
     ("pydantic", "*", "schema validation"),
     ("mcp_asgi/server/context.py", "*", "scope"),
     ("mcp_asgi/server/", "*", "dispatch"),
-    ("mcp_asgi/lifecycle/threads.py", "*", "handler"),
+    ("mcp_asgi/_loop/threads.py", "*", "handler"),
     ("mcp_asgi/lifecycle/work.py", "run_sync", "handler"),
     ("mcp_asgi/lifecycle/work.py", "work", "handler"),
     ("mcp_asgi/lifecycle/", "*", "scope"),

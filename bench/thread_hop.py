@@ -7,7 +7,7 @@ process (all threads) and wall time per call, for:
 
 * ``anyio.to_thread.run_sync(abandon_on_cancel=True)`` (what mcp_asgi used before);
 * ``loop.run_in_executor`` with a `ThreadPoolExecutor` (asyncio's own way);
-* ``mcp_asgi.lifecycle.threads.run_in_thread`` (what sync handlers use now).
+* ``mcp_asgi._loop.threads.run_in_thread`` (what sync handlers use now).
 
 Rounds interleave the three; the report gives each one's median per loop.
 """
@@ -27,7 +27,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from mcp_asgi.lifecycle.threads import run_in_thread
+from mcp_asgi._loop.threads import run_in_thread
 
 Hop = Callable[[Callable[[], object]], Awaitable[object]]
 

@@ -28,6 +28,7 @@ from opentelemetry import metrics, trace
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_asgi._loggers import root_logger as logger
+from mcp_asgi._loop import loop_clock
 from mcp_asgi.auth.guard import AuthError
 from mcp_asgi.auth.verifier import TokenVerifier
 from mcp_asgi.http.accept import negotiate
@@ -36,7 +37,6 @@ from mcp_asgi.http.exchange import Exchange
 from mcp_asgi.http.origin import normalize_origin, origin_allowed
 from mcp_asgi.http.reply import ReplyWriter, dump, send_json
 from mcp_asgi.legacy import is_legacy, is_session_request
-from mcp_asgi.lifecycle.clock import loop_clock
 from mcp_asgi.lifespan import fail_startup, pass_lifespan
 from mcp_asgi.limits import TooManyRequests
 from mcp_asgi.protocol import jsonrpc

@@ -1,5 +1,6 @@
 """Fixtures for every folder: the event loop (asyncio; asyncio and trio for tests marked
-`both_loops`; trio on a fake clock for tests marked `fake_clock`), an in-memory OpenTelemetry
+`both_loops`; trio on a fake clock for tests marked `fake_clock`; asyncio also with the
+plain-anyio path forced for the tests of tests/lifecycle and tests/loop), an in-memory OpenTelemetry
 pipeline and a child subreaper for process-group checks. Each folder's own conftest.py holds
 what only its tests use (tests/bus: a real redis-server with two uvicorn workers;
 tests/lifecycle: the pgid file)."""
@@ -16,11 +17,16 @@ from typing import Any
 import pytest
 from trio.testing import MockClock
 
+from mcp_asgi import _loop
+
 from .helpers import Otel as Otel  # re-exported: some tests import it from here
 from .live_marker import named_fixtures, starts_something
 
 _PR_SET_CHILD_SUBREAPER = 36
 BOTH_LOOPS = ("asyncio", "trio")
+PLAIN = "asyncio-plain"  # asyncio with the plain-anyio path forced (mcp_asgi._loop.switch)
+# Folders whose tests also run on the plain-anyio path (unless marked `fast_paths`).
+_BOTH_PATHS_FOLDERS = frozenset({"lifecycle", "loop"})
 # Folders whose tests drive the official clients, the conformance suite or a real backend.
 _INTEROP_FOLDERS = frozenset({"interop", "conformance", "backends"})
 
@@ -29,6 +35,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "both_loops: run each async test on asyncio and on trio")
     config.addinivalue_line(
         "markers", "fake_clock: run each async test on trio with the `fake_clock` fixture's clock"
+    )
+    config.addinivalue_line(
+        "markers",
+        "both_paths: run each async test on asyncio also with the plain-anyio path forced "
+        "(every test of tests/lifecycle and tests/loop is)",
+    )
+    config.addinivalue_line(
+        "markers", "fast_paths: tests asyncio's fast paths themselves (never the plain path)"
     )
     config.addinivalue_line(
         "markers",
@@ -75,10 +89,12 @@ def _is_live(item: pytest.Item) -> bool:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """A test marked `both_loops` runs once per loop in BOTH_LOOPS, unless it names its loop
-    itself (`@pytest.mark.parametrize("anyio_backend", [...])`)."""
+    """A test marked `both_loops` runs once per loop in BOTH_LOOPS, and one marked
+    `both_paths` (or in a folder of _BOTH_PATHS_FOLDERS) once more on asyncio with the
+    plain-anyio path forced, unless it names its loop itself
+    (`@pytest.mark.parametrize("anyio_backend", [...])`)."""
     test = metafunc.definition
-    if "anyio_backend" not in metafunc.fixturenames or not test.get_closest_marker("both_loops"):
+    if "anyio_backend" not in metafunc.fixturenames:
         return
     for mark in test.iter_markers("parametrize"):
         names = mark.args[0] if mark.args else mark.kwargs.get("argnames", ())
@@ -86,16 +102,56 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             names = [n.strip() for n in names.split(",")]
         if "anyio_backend" in names:
             return
-    metafunc.parametrize("anyio_backend", BOTH_LOOPS, indirect=True)
+    loops = list(BOTH_LOOPS) if test.get_closest_marker("both_loops") else ["asyncio"]
+    if _both_paths(test):
+        loops.insert(1, PLAIN)
+    if len(loops) > 1:
+        metafunc.parametrize("anyio_backend", loops, indirect=True)
+
+
+def _both_paths(test: pytest.Function) -> bool:
+    """Whether `test` runs on the plain-anyio path too."""
+    if test.get_closest_marker("fake_clock") or test.get_closest_marker("fast_paths"):
+        return False  # on trio only, or about the fast paths themselves
+    folder = test.path.relative_to(test.config.rootpath).parts[1:2]
+    return bool(folder and folder[0] in _BOTH_PATHS_FOLDERS) or bool(
+        test.get_closest_marker("both_paths")
+    )
 
 
 @pytest.fixture
-def anyio_backend(request: pytest.FixtureRequest) -> str | tuple[str, dict[str, Any]]:
-    """Run async tests on asyncio (what uvicorn uses), or on the loop `both_loops` chose, or
-    (marked `fake_clock`) on trio with a fake clock."""
+def anyio_backend(request: pytest.FixtureRequest) -> Iterator[str | tuple[str, dict[str, Any]]]:
+    """Run async tests on asyncio (what uvicorn uses), or on the loop `both_loops` chose
+    (asyncio with the plain-anyio path forced, for `both_paths`), or (marked `fake_clock`)
+    on trio with a fake clock."""
     if request.node.get_closest_marker("fake_clock") is not None:
-        return ("trio", {"clock": request.getfixturevalue("fake_clock")})
-    return str(getattr(request, "param", "asyncio"))
+        yield ("trio", {"clock": request.getfixturevalue("fake_clock")})
+        return
+    loop = str(getattr(request, "param", "asyncio"))
+    if loop != PLAIN:
+        yield loop
+        return
+    was = _loop.plain_anyio()
+    _loop.use_plain_anyio(True)
+    try:
+        yield "asyncio"
+    finally:
+        _loop.use_plain_anyio(was)
+
+
+@pytest.fixture(autouse=True)
+def _fast_paths(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test marked `fast_paths` runs with them on, also in a run with the plain-anyio
+    path forced from the environment (`MCP_ASGI_PLAIN_ANYIO=1 pytest ...`)."""
+    if request.node.get_closest_marker("fast_paths") is None:
+        yield
+        return
+    was = _loop.plain_anyio()
+    _loop.use_plain_anyio(False)
+    try:
+        yield
+    finally:
+        _loop.use_plain_anyio(was)
 
 
 @pytest.fixture
@@ -104,7 +160,7 @@ def fake_clock() -> MockClock:
     trio through anyio's backend options). It jumps to the next deadline as soon as every
     task waits, so a timer that is not about real time fires at once and exactly on time;
     `fake_clock.jump(s)` moves it by hand (a handler "holding" the loop for `s` seconds).
-    Deadlines are absolute times on the loop's clock (mcp_asgi.lifecycle.clock), so this
+    Deadlines are absolute times on the loop's clock (mcp_asgi._loop.clock), so this
     drives every request deadline, grace period and keep-alive. A worker thread runs in real
     time the clock cannot see: while one works, set `autojump_threshold = math.inf` and
     jump by hand."""

@@ -9,7 +9,7 @@ import math
 
 from starlette.types import Receive, Scope
 
-from mcp_asgi import _event_loop
+from mcp_asgi import _loop
 from mcp_asgi.protocol.headers import header
 from mcp_asgi.protocol.jsonrpc import INVALID_REQUEST, ProtocolError
 
@@ -33,8 +33,8 @@ async def read_body(
     declared = header(asgi_scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
-    body = await _event_loop.within(within, _read, receive, limit)
-    if isinstance(body, _event_loop.TimedOut):
+    body = await _loop.within(within, _read, receive, limit)
+    if isinstance(body, _loop.TimedOut):
         raise _too_slow(within)
     return body
 

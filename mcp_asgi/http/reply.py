@@ -14,7 +14,7 @@ from pydantic_core import to_json
 from sse_starlette.event import ServerSentEvent
 from starlette.types import Message, Send
 
-from mcp_asgi import _event_loop
+from mcp_asgi import _loop
 from mcp_asgi._loggers import errors_logger as _errors
 from mcp_asgi.http.accept import ResponseMode
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, McpError, error_response
@@ -115,7 +115,7 @@ class ReplyWriter:
         self._send_asgi = send
         self._mode: ResponseMode = mode
         self._preamble = preamble
-        self._lock = _event_loop.Line(1)  # writes in turn, first come first served
+        self._lock = _loop.Line(1)  # writes in turn, first come first served
         self._started = False
         self._ended = False
         self.state = ReplyState.PENDING
@@ -187,7 +187,7 @@ class ReplyWriter:
             if self._ended:
                 return
             try:
-                await _event_loop.within(_END_TIMEOUT, self._end_exchange)
+                await _loop.within(_END_TIMEOUT, self._end_exchange)
             except Exception:
                 self._ended = True
 

@@ -1,19 +1,21 @@
 """One request's life from dispatch to its handler's real exit: the cancellation contract.
 
-    scope          RequestScope: the one owner of a request's fate (cancel, end, outcome)
+    scope          RequestScope: the one owner of a request's fate (cancel, the write
+                   choke point, the record, the outcome; its Phase)
+    runner         runs the handler's task and the watcher's; carries out, never decides
     watcher        Watcher: reads `receive()` for a disconnect, keeps the stream alive,
                    holds the deadline; reports why it stopped, never acts on the scope
-    outcome        CancelOutcome (the frozen record observers get), SideEffect, ScopeObserver
+    outcome        RequestRecord (the frozen record observers get), Outcome, SideEffect,
+                   ScopeObserver
     cancel         CancelReason, CancelToken, RequestCancelled
     cancel_log     the `mcp_asgi.cancellation` log records
     work           RunningWork: the handler, its threads and owned resources
-    threads        the worker threads of sync handlers (a cheap pool on asyncio)
     process        ctx.run_process / stream_process; process_group: process groups
-    beside         a one-child task group (off asyncio), join (on asyncio)
     lazy_event     an event made on first wait
-    clock          Clock: where deadlines are computed (a fake one in tests)
 
-Imports `mcp_asgi.http` (the reply writer is the scope's write channel) and
-`mcp_asgi.protocol`; never the server, input, bus, telemetry, legacy or the middleware.
+Its event-loop fast paths (worker threads, the watcher's waits, the clock, the handler's
+task) live in `mcp_asgi._loop`. Imports `mcp_asgi.http` (the reply writer is the scope's
+write channel) and `mcp_asgi.protocol`; never the server, input, bus, telemetry, legacy or
+the middleware.
 Observers (telemetry, the cancellation log) are told through `ScopeObserver`.
 """

@@ -1,44 +1,37 @@
 """`RequestScope`: the one owner of a JSON-RPC request's fate.
 
-Lifecycle (`run`)::
-
-    handler task   handler ──► result/error ──► write(final) ──► stop the watcher
-    request task   (on asyncio, once the handler's first step is over without an answer)
-                   Watcher.watch(): CLIENT_GONE | DEADLINE | STOPPED
-                       └─► the scope decides: cancel (client_disconnect, timeout) or go on
-                   after a signal: tell the client ──► grace ──► exited | orphaned
-                   cancelled from outside (a server's shutdown) ──► server_shutdown, before
-                   the handler hears of it
-
 Only the scope cancels (`cancel`, the first signal wins), ends the request and settles its
 outcome. Its helpers report to it and never act on it: the watcher returns why it stopped,
 the running work calls back once when it is idle. Observers (telemetry, the cancellation
 log) get a frozen `RequestRecord`, never the scope. Its state is private behind read-only
-properties, like trio's `CancelScope`.
+properties, like trio's `CancelScope`; how far the request has got is one `Phase`.
 
 `write` is the single choke point: after a signal it drops everything, which is where
 "nothing more is ever written for a cancelled request" is enforced.
+
+Running the handler's and the watcher's tasks is `lifecycle.runner`'s (`run` hands over to
+it): it calls `handle` in the handler's task, `watch` in the request's own, and
+`stopped_from_outside` when that task is cancelled from outside, as trio's nursery carries
+out what its `CancelScope` decides.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
+import enum
 import math
 import threading
-from collections.abc import Awaitable, Callable
-from typing import Final, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Final, TypeVar
 
 import anyio
 from starlette.types import Receive
 
-from mcp_asgi._event_loop import new_cancel_scope, on_asyncio
 from mcp_asgi._loggers import errors_logger as _errors
+from mcp_asgi._loop import Clock, loop_clock, new_cancel_scope
 from mcp_asgi.http.reply import ReplyWriter
-from mcp_asgi.lifecycle.beside import beside, join
+from mcp_asgi.lifecycle import runner
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled, signal_token
 from mcp_asgi.lifecycle.cancel_log import log_cancelled, log_ignored, log_orphan_exited
-from mcp_asgi.lifecycle.clock import Clock, loop_clock
 from mcp_asgi.lifecycle.lazy_event import LazyEvent
 from mcp_asgi.lifecycle.outcome import (
     Outcome,
@@ -52,10 +45,30 @@ from mcp_asgi.protocol import jsonrpc
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, JsonObject, McpError
 from mcp_asgi.protocol.request import McpRequest
 
-__all__ = ["Outcome", "RequestRecord", "RequestScope", "ScopeObserver", "SideEffect"]
+__all__ = ["Outcome", "Phase", "RequestRecord", "RequestScope", "ScopeObserver", "SideEffect"]
 
 T = TypeVar("T")
 _ERROR_WRITE_TIMEOUT: Final = 1.0  # bound on ending the reply after a signal
+
+
+class Phase(enum.IntEnum):
+    """How far a request has got. It only moves forward, but for a final reply that cannot
+    be written (back to RETURNED). Whether it was cancelled is its `reason`, apart."""
+
+    RUNNING = 0
+    """The handler runs (or was cancelled before it returned)."""
+    RETURNED = 1
+    """The handler returned a result or an error; its final reply is not written yet."""
+    ANSWERING = 2
+    """The final reply is being written: a disconnect now changes nothing."""
+    ANSWERED = 3
+    """The final reply is written: the handler's, or a server-side cancel's error."""
+    ENDED = 4
+    """Settled and told to the observer: nothing changes any more."""
+
+
+# a member looked up on an Enum class costs ~0.4 µs (Python 3.11); a module global, little
+_RUNNING, _RETURNED, _ANSWERING, _ANSWERED, _ENDED = Phase
 
 
 class RequestScope:
@@ -67,12 +80,9 @@ class RequestScope:
         "_cancel_on_disconnect",
         "_clock",
         "_deadline",
-        "_ended",
         "_error",
-        "_error_sent",
         "_exception",
         "_exited_at",
-        "_finishing",
         "_handler_scope",
         "_lock",
         "_observer",
@@ -81,11 +91,10 @@ class RequestScope:
         "_on_server_end",
         "_outcome",
         "_over",
+        "_phase",
         "_reason",
-        "_replied",
         "_request",
         "_result",
-        "_returned",
         "_side_effects",
         "_signalled_at",
         "_started",
@@ -141,11 +150,7 @@ class RequestScope:
         self._result: JsonObject | None = None
         # how far it got
         self._lock = threading.Lock()  # signals vs. side-effect marks made from threads
-        self._replied = False
-        self._returned = False  # the handler returned (a result or an error), not cancelled
-        self._finishing = False  # the final response is being written
-        self._error_sent = False  # a server-side cancel's reply has been written
-        self._ended = False
+        self._phase = _RUNNING
         self._over = LazyEvent()  # run() has returned
         self._work = RunningWork(on_idle=self._work_returned, threads=threads)
         self._handler_scope = new_cancel_scope()
@@ -188,9 +193,15 @@ class RequestScope:
         return self._reason
 
     @property
+    def phase(self) -> Phase:
+        """How far the request has got."""
+        return self._phase
+
+    @property
     def answered(self) -> bool:
-        """Whether the final response has been, or is being, written."""
-        return self._replied or self._finishing
+        """Whether the final response has been, or is being, written (or the request is
+        over)."""
+        return self._phase >= _ANSWERING
 
     @property
     def result(self) -> JsonObject | None:
@@ -233,7 +244,7 @@ class RequestScope:
         if not accepted:
             log_ignored(self._request, reason)
             return False
-        if self._returned and not self._work.running:
+        if self._phase is _RETURNED and not self._work.running:
             self._outcome = "too_late"  # the work was done; only the reply was left
         if reason is CancelReason.CLIENT_DISCONNECT:
             self._writer.abandon()
@@ -268,13 +279,13 @@ class RequestScope:
         if not final:
             ok = await self._writer.notify(message)
         else:
-            self._finishing = True  # a disconnect now changes nothing: the work is done
+            self._phase = _ANSWERING  # a disconnect now changes nothing: the work is done
+            ok = False
             try:
                 status = self._error.http_status if self._error is not None else 200
                 ok = await self._writer.finish(message, status)
             finally:
-                self._finishing = False
-            self._replied = ok
+                self._phase = _ANSWERED if ok else _RETURNED
         if not ok and self._reason is None:
             self._client_gone()
         return ok
@@ -297,67 +308,24 @@ class RequestScope:
         is abandoned (told through `token`) and counted as running work until it returns."""
         return await self._work.run_sync(fn)
 
-    # -- lifecycle ---------------------------------------------------------------------
+    # -- lifecycle: the runner's steps -------------------------------------------------
 
-    async def run(self, receive: Receive, call: Callable[[], Awaitable[JsonObject]]) -> None:
-        """Run the handler under this scope until it exits (or is orphaned).
+    def run(
+        self, receive: Receive, call: Callable[[], Awaitable[JsonObject]]
+    ) -> Coroutine[Any, Any, None]:
+        """`await scope.run(...)`: run the handler under this scope until it exits (or is
+        orphaned).
 
         The handler runs in a child task and the watcher in the request's own task, so a
         cancellation from outside (an ASGI server's graceful-shutdown timeout cancelling the
         request's task) lands in the watcher first: it is recorded as `server_shutdown`, the
         handler sees that reason (`ctx.cancel_reason`, its threads' token) before its own
         cancellation arrives, the reply gets its error, the grace period is waited out, and
-        the cancellation propagates.
+        the cancellation propagates (`lifecycle.runner`).
         """
-        try:
-            if on_asyncio():
-                await self._run_on_asyncio(receive, call)
-            else:
-                async with beside(self._handle, call):
-                    await self._watch_from_outside(receive)
-        finally:
-            self._end()
-            self._over.set()
+        return runner.run(self, receive, call)
 
-    async def _run_on_asyncio(
-        self, receive: Receive, call: Callable[[], Awaitable[JsonObject]]
-    ) -> None:
-        """The handler's task takes its first step before anything else: a handler that
-        answers without waiting for anything is then over, and no watcher is needed (most
-        requests). Leaving waits for the handler's task, holding a cancellation until then."""
-        loop = asyncio.get_running_loop()
-        handler = contextvars.copy_context().run(loop.create_task, self._handle(call))
-        try:
-            await self._watch_from_outside(receive, first=handler)
-        except BaseException:
-            if not handler.done() and self._reason is None:
-                handler.cancel()  # the watcher failed: nothing would watch the handler
-            await join(handler)
-            raise
-        await join(handler)
-        if not handler.cancelled() and (error := handler.exception()) is not None:
-            raise error
-
-    async def _watch_from_outside(
-        self, receive: Receive, first: asyncio.Task[None] | None = None
-    ) -> None:
-        """The request's own task: watch (after the handler's first step, if `first`: not
-        at all if that answered and nothing cancelled it), and record a cancellation that
-        comes from outside as `server_shutdown` before the handler, in its own task, hears
-        of it."""
-        try:
-            if first is not None:
-                await asyncio.sleep(0)  # the handler's task was scheduled first: it runs now
-                if first.done() and self._reason is None:
-                    return
-            await self._watch(receive)
-        except anyio.get_cancelled_exc_class():
-            # our own cancel scopes swallow their cancellations: this one came from outside
-            with anyio.CancelScope(shield=True):
-                await self._stopped_from_outside()
-            raise
-
-    async def _handle(self, call: Callable[[], Awaitable[JsonObject]]) -> None:
+    async def handle(self, call: Callable[[], Awaitable[JsonObject]]) -> None:
         """The handler's task: call it, write its final reply, then stop the watcher."""
         try:
             try:
@@ -370,9 +338,9 @@ class RequestScope:
             if self._reason is None:
                 self._watcher.stop()
 
-    async def _watch(self, receive: Receive) -> None:
-        """The request's own task: act on why the watcher stopped. If it fails, the handler
-        is stopped (leaving `beside` cancels it) and `run` raises the failure."""
+    async def watch(self, receive: Receive) -> None:
+        """The request's own task: act on why the watcher stopped. If it fails, the runner
+        stops the handler and raises the failure."""
         end = await self._watcher.watch(receive)
         if end is WatchEnd.CLIENT_GONE:
             if self.answered:
@@ -408,7 +376,7 @@ class RequestScope:
         if not await self._work.wait_idle(self._cancel_grace):
             self._end()  # the span ends now; the orphan is counted until the work returns
 
-    async def _stopped_from_outside(self) -> None:
+    async def stopped_from_outside(self) -> None:
         """The request's task itself is being cancelled (call it shielded): a server
         shutdown, answered as one, with the grace period waited out here."""
         self.cancel(CancelReason.SERVER_SHUTDOWN)
@@ -421,9 +389,9 @@ class RequestScope:
         """End the reply of a server-side cancel with its error (or `on_server_end`'s
         message), once."""
         reason = self._reason
-        if reason is None or reason.client_initiated or self._error_sent:
-            return
-        self._error_sent = True
+        if reason is None or reason.client_initiated or self._phase >= _ANSWERED:
+            return  # after a signal only this writes a final reply: once
+        self._phase = _ANSWERED
         if self._on_server_end is not None:
             message = self._on_server_end(reason)
         else:
@@ -432,12 +400,17 @@ class RequestScope:
         with anyio.CancelScope(shield=True), anyio.move_on_after(_ERROR_WRITE_TIMEOUT):
             await self._writer.finish(message)
 
+    def finish(self) -> None:
+        """`run` is over: end the request (if not yet), and wake `wait_exited`."""
+        self._end()
+        self._over.set()
+
     def _end(self) -> None:
         """End the request once: settle the outcome, tell the observer, log the cancel
         (with the request's span current, so a logging bridge puts it in the trace)."""
-        if self._ended:
+        if self._phase is _ENDED:
             return
-        self._ended = True
+        self._phase = _ENDED
         if self._reason is not None and self._outcome is None:
             self._outcome = "orphaned" if self._work.running else "exited"
         if self._reason is None and not self._observes_end:
@@ -452,13 +425,13 @@ class RequestScope:
         with self._handler_scope, self._observer.activate():
             try:
                 self._result = await call()
-                self._returned = True
+                self._returned()
                 return jsonrpc.response(request_id, self._result)
             except McpError as error:
-                self._returned = True
+                self._returned()
                 return self._failed(error, None)
             except Exception as exc:
-                self._returned = True
+                self._returned()
                 if self._reason is None:
                     _errors.exception(
                         "handler failed",
@@ -468,6 +441,11 @@ class RequestScope:
                     _errors.debug("handler raised after cancellation", exc_info=True)
                 return self._failed(McpError(INTERNAL_ERROR, "Internal error"), exc)
         return None  # cancelled
+
+    def _returned(self) -> None:
+        """The handler returned, not cancelled (after a signal, the phase has moved on)."""
+        if self._phase is _RUNNING:
+            self._phase = _RETURNED
 
     def _failed(self, error: McpError, exc: Exception | None) -> JsonObject:
         if self._reason is None:  # after a signal, the error that counts is the signal's

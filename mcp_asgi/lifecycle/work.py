@@ -16,10 +16,9 @@ from typing import Protocol, TypeVar
 import anyio
 import anyio.lowlevel
 
-from mcp_asgi._event_loop import Line, within
 from mcp_asgi._loggers import errors_logger as _errors
+from mcp_asgi._loop import Line, run_in_thread, within
 from mcp_asgi.lifecycle.lazy_event import LazyEvent
-from mcp_asgi.lifecycle.threads import run_in_thread
 
 T = TypeVar("T")
 

@@ -11,7 +11,7 @@ from starlette.types import Message, Receive, Scope
 from mcp_asgi.http.body import ClientGone, read_body
 from mcp_asgi.protocol.jsonrpc import ProtocolError
 
-pytestmark = [pytest.mark.anyio, pytest.mark.both_loops]
+pytestmark = [pytest.mark.anyio, pytest.mark.both_loops, pytest.mark.both_paths]
 
 SCOPE: Scope = {"type": "http", "headers": [(b"content-length", b"4")]}
 

@@ -11,7 +11,7 @@ from starlette.types import Message
 from mcp_asgi.http import reply
 from mcp_asgi.http.reply import ReplyState, ReplyWriter
 
-pytestmark = [pytest.mark.anyio, pytest.mark.both_loops]
+pytestmark = [pytest.mark.anyio, pytest.mark.both_loops, pytest.mark.both_paths]
 
 
 class SlowSocket:

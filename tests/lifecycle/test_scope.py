@@ -16,6 +16,7 @@ import pytest
 from starlette.types import Message
 
 from mcp_asgi import CancelReason, CancelToken, Context, McpServer
+from mcp_asgi.lifecycle.scope import Phase
 from mcp_asgi.protocol.jsonrpc import JsonObject
 
 from ..helpers import (
@@ -236,6 +237,30 @@ async def test_a_native_task_cancel_is_a_server_shutdown(otel: Otel) -> None:
     [span] = otel.spans.get_finished_spans()
     assert attrs(span)["mcp_asgi.cancellation.reason"] == "server_shutdown"
     assert not app._inflight
+
+
+async def test_the_phase_follows_the_request() -> None:
+    """Running while the handler runs, answering while its reply is written, then ended."""
+    wire = wire_for("tools/call", {"name": "x"}, accept=JSON)
+    await wire.receive()  # the body was read by the middleware
+    phases: list[Phase] = []
+
+    async def send(message: Message) -> None:
+        phases.append(scope.phase)
+        await wire.send(message)
+
+    scope = request_scope(send)
+
+    async def handler() -> JsonObject:
+        phases.append(scope.phase)
+        return {"content": []}
+
+    async with watchdog():
+        await scope.run(wire.receive, handler)
+    assert phases[0] is Phase.RUNNING
+    assert set(phases[1:]) == {Phase.ANSWERING}
+    assert scope.phase is Phase.ENDED
+    assert scope.answered
 
 
 async def test_a_cancel_after_the_reply_is_ignored_at_debug(

@@ -12,7 +12,7 @@ import pytest
 from starlette.types import Message
 from trio.testing import MockClock
 
-from mcp_asgi._event_loop import uncancel
+from mcp_asgi._loop.current import uncancel
 from mcp_asgi.lifecycle.watcher import WatchEnd, Watcher
 
 pytestmark = [pytest.mark.anyio, pytest.mark.fake_clock]

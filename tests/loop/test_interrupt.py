@@ -1,4 +1,4 @@
-"""`_event_loop.Interruptible` on asyncio: a wait ended by its time or by `interrupt()`
+"""`_loop.interrupt.Interruptible` on asyncio: a wait ended by its time or by `interrupt()`
 leaves no cancellation behind, also when the awaited code swallows it; a cancellation
 from outside passes through. (`within`, built on it, is tested through the body read on
 both loops: tests/http/test_body.py.)"""
@@ -12,9 +12,10 @@ from typing import Any, cast
 import anyio
 import pytest
 
-from mcp_asgi._event_loop import TIMED_OUT, Interruptible, native_task, within
+from mcp_asgi._loop.current import native_task
+from mcp_asgi._loop.interrupt import TIMED_OUT, Interruptible, within
 
-pytestmark = [pytest.mark.anyio]
+pytestmark = [pytest.mark.anyio, pytest.mark.fast_paths]
 
 
 @pytest.fixture

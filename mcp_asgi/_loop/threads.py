@@ -31,9 +31,10 @@ reports: the thread takes `begun` as it starts and `ended` as it returns; a call
 an exception takes `begun` (the thread never starts: report now), else `ended` (it runs:
 the thread reports), else neither (it has returned: report now).
 
-How many threads may run at once is the caller's business (`work.ThreadSlots`): a call it
-has bounded (`bounded=True`) runs in this pool, on asyncio loops (uvloop included); any
-other (on trio, or unbounded: under anyio's default limiter) in anyio's own threads.
+How many threads may run at once is the caller's business (`lifecycle.work.ThreadSlots`): a
+call it has bounded (`bounded=True`) runs in this pool, on asyncio loops (uvloop included);
+any other (on trio, unbounded, or with the plain-anyio path forced) in anyio's own threads,
+under anyio's default limiter if unbounded.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from mcp_asgi._event_loop import asyncio_task
+from mcp_asgi._loop.current import asyncio_task
 
 T = TypeVar("T")
 IDLE_SECONDS = 10.0  # as anyio's worker threads

@@ -1,4 +1,4 @@
-"""The worker-thread pool of sync handlers (lifecycle/threads.py): what a thread sees is what
+"""The worker-thread pool of sync handlers (_loop/threads.py): what a thread sees is what
 anyio's own worker threads see, a cancel abandons the call, results come back in batches."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import anyio.to_thread
 import pytest
 import sniffio
 
-from mcp_asgi.lifecycle import threads
-from mcp_asgi.lifecycle.threads import run_in_thread
+from mcp_asgi._loop import threads
+from mcp_asgi._loop.threads import run_in_thread
 
 from ..helpers import eventually
 
@@ -178,6 +178,7 @@ async def test_many_calls_at_once_each_get_their_own_result() -> None:
         await run_in_thread(stops, bounded=True)
 
 
+@pytest.mark.fast_paths  # the pool itself
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_idle_threads_end(monkeypatch: pytest.MonkeyPatch) -> None:
     """A thread idle for IDLE_SECONDS ends; the next call starts another."""

@@ -1,4 +1,5 @@
-"""The clock a request's times and deadlines are read on: the running event loop's.
+"""The clock a request's times and deadlines are read on: the running event loop's (asked
+of asyncio or trio directly: anyio's `current_time` cannot be called from a thread).
 
 Deadlines are absolute times on this clock, handed to anyio cancel scopes as they are. So
 a test that runs the event loop on a fake clock (trio's `MockClock`, through anyio's
@@ -11,6 +12,8 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from mcp_asgi._loop import switch
+
 Clock = Callable[[], float]
 """Seconds on a monotonic clock; callable from any thread."""
 
@@ -21,7 +24,7 @@ def loop_clock() -> Clock:
     """The running event loop's clock (asyncio's `loop.time`, or trio's current clock).
 
     On asyncio's own loops that is `time.monotonic`, returned directly (it is called on
-    every request).
+    every request), unless the plain-anyio path is forced.
     """
     try:
         loop = asyncio.get_running_loop()
@@ -29,7 +32,9 @@ def loop_clock() -> Clock:
         return _trio_clock()
     if asyncio.current_task(loop) is None:  # a trio task hosted on asyncio (guest mode)
         return _trio_clock()
-    return time.monotonic if type(loop).time is _ASYNCIO_TIME else loop.time
+    if type(loop).time is _ASYNCIO_TIME and not switch._plain:
+        return time.monotonic
+    return loop.time
 
 
 def _trio_clock() -> Clock:

@@ -1,5 +1,5 @@
 """Run one coroutine beside the current task: `beside` (a task group with one child, on
-any event loop) and, on asyncio, `join` (wait for a task, holding the caller's cancellation).
+any event loop) or, on asyncio, `Task` (a plain task of its own, which is cheaper).
 
 ::
 
@@ -7,9 +7,15 @@ any event loop) and, on asyncio, `join` (wait for a task, holding the caller's c
         ...                 # the body, in the current task
         child.cancel()      # or not: leaving the block waits for the child
 
-`RequestScope.run` uses `beside` off asyncio (trio) for the watcher; on asyncio it runs the
-handler as a plain task of its own and waits for it with `join`, which is cheaper. With
-`beside`:
+    task = Task(handle, call)           # scheduled, in a copy of the current context
+    await task.first_step()             # it runs until its first wait
+    if not task.done():
+        ...
+    await task.join()                   # holds a cancellation of the caller until it ends
+    task.error()                        # what it raised, if anything
+
+`lifecycle.runner` uses `beside` off asyncio (trio, or the plain-anyio path) and `Task` on
+asyncio. With `beside`:
 
 - the child runs in a copy of the current context (contextvars), as in a task group;
 - leaving the block waits for the child; if the body raised (a cancellation from outside
@@ -21,7 +27,8 @@ handler as a plain task of its own and waits for it with `join`, which is cheape
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+import contextvars
+from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Any
 
@@ -33,6 +40,37 @@ Child = Callable[..., Coroutine[Any, Any, None]]
 def beside(fn: Child, *args: Any) -> Beside:
     """Run `fn(*args)` beside the body of the `async with` block this is used in."""
     return Beside(fn, *args)
+
+
+class Task:
+    """`fn(*args)` as an asyncio task of its own, in a copy of the current context (asyncio
+    only: `current.on_asyncio()`)."""
+
+    __slots__ = ("_task",)
+
+    def __init__(self, fn: Child, *args: Any) -> None:
+        loop = asyncio.get_running_loop()
+        self._task = contextvars.copy_context().run(loop.create_task, fn(*args))
+
+    def done(self) -> bool:
+        return self._task.done()
+
+    def cancel(self) -> None:
+        self._task.cancel()
+
+    def first_step(self) -> Awaitable[None]:
+        """`await task.first_step()`: let the task (scheduled first) run until it first
+        waits (then `done()` says whether it is over)."""
+        return asyncio.sleep(0)
+
+    def join(self) -> Awaitable[None]:
+        """`await task.join()`: wait for the task to end, holding a cancellation of the
+        caller until it has (then raising it); the task's own outcome is left in it."""
+        return join(self._task)
+
+    def error(self) -> BaseException | None:
+        """The exception the ended task raised (not its cancellation), or None."""
+        return None if self._task.cancelled() else self._task.exception()
 
 
 async def join(task: asyncio.Task[None]) -> None:

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from mcp_asgi import CancelReason
-from mcp_asgi.lifecycle.beside import Beside, beside
+from mcp_asgi._loop import Beside, beside
 
 from ..helpers import Otel, Wire, wire_for
 from ..servers import Seen, scripted_app

@@ -1,0 +1,46 @@
+"""The event loop, below every layer: the only code that reaches into anyio's internals or
+takes a fast path through asyncio's API (as anyio keeps its own in `_backends`), so an
+upgrade breaks in one place. Everything else uses what this package exports, and plain
+anyio (the one other asyncio use: the Redis bus' listener, started lazily without a
+lifespan, asyncio only).
+
+    switch      MCP_ASGI_PLAIN_ANYIO: force the plain-anyio path everywhere
+    current     the running asyncio task (or None: trio, plain); cancel scopes made cheaply
+    interrupt   within / Waits / Interruptible: waits ended by the task's own cancellation
+    tasks       beside (a one-child task group), Task (an asyncio task of its own)
+    threads     run_in_thread: the worker threads of sync handlers (a pool on asyncio)
+    clock       loop_clock: the running loop's clock, callable from threads
+    line        Line: places taken first come, first served (plain anyio)
+
+Each fast path has a plain-anyio twin, taken on trio and wherever the switch is on; the
+lifecycle tests run both ways. anyio is pinned below its next major (pyproject.toml): the
+worker-thread pool reaches into anyio 4's asyncio backend (`threads`).
+
+Imports nothing else from mcp_asgi.
+"""
+
+from mcp_asgi._loop.clock import Clock, loop_clock
+from mcp_asgi._loop.current import new_cancel_scope, on_asyncio
+from mcp_asgi._loop.interrupt import TIMED_OUT, TimedOut, Waits, within
+from mcp_asgi._loop.line import Line
+from mcp_asgi._loop.switch import plain_anyio, use_plain_anyio
+from mcp_asgi._loop.tasks import Beside, Task, beside
+from mcp_asgi._loop.threads import run_in_thread
+
+__all__ = [
+    "TIMED_OUT",
+    "Beside",
+    "Clock",
+    "Line",
+    "Task",
+    "TimedOut",
+    "Waits",
+    "beside",
+    "loop_clock",
+    "new_cancel_scope",
+    "on_asyncio",
+    "plain_anyio",
+    "run_in_thread",
+    "use_plain_anyio",
+    "within",
+]

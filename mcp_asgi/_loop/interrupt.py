@@ -1,0 +1,145 @@
+"""Waits that almost never end early, ended by the task's own cancellation: cheaper than
+a cancel scope.
+
+Where a whole cancel scope is too dear for such a wait (the body read's time limit, the
+watcher's waits, a cancel's grace period), `Interruptible` ends it with the task's own
+cancellation, taken back (`uncancel`) once it has done its work (asyncio, Python 3.11+).
+`within` is its time limit alone, and `Waits` the watcher's waits; both use an anyio cancel
+scope where there is no such task (trio, 3.10, the plain-anyio path).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import anyio
+
+from mcp_asgi._loop.current import native_task, new_cancel_scope, uncancel
+
+T = TypeVar("T")
+
+
+class TimedOut:
+    """What `within` returns when the time ran out."""
+
+
+TIMED_OUT = TimedOut()
+
+
+def within(
+    seconds: float, fn: Callable[..., Awaitable[T]], *args: object
+) -> Awaitable[T | TimedOut]:
+    """`await within(...)`: `await fn(*args)`, or `TIMED_OUT` once `seconds` have passed
+    (like `move_on_after`): one loop timer on asyncio 3.11+ (`Interruptible`), an anyio
+    scope elsewhere. A plain function returning the awaitable: no coroutine of its own on
+    the body read of every request."""
+    if seconds == math.inf:
+        return fn(*args)
+    task = native_task()
+    if task is None:
+        return _within_scope(seconds, fn, *args)
+    return Interruptible().run(task, task.get_loop().time() + seconds, fn, *args)
+
+
+async def _within_scope(
+    seconds: float, fn: Callable[..., Awaitable[T]], *args: object
+) -> T | TimedOut:
+    with anyio.move_on_after(seconds):
+        return await fn(*args)
+    return TIMED_OUT
+
+
+class Interruptible:
+    """Waits of one asyncio task (3.11+, from `native_task()`), each ended early by a time or
+    by `interrupt()`: the task is cancelled, and that cancellation taken back once it has
+    ended the wait. A cancellation from anywhere else, also one landing with it, passes
+    through; one swallowed by the awaited code is taken back all the same."""
+
+    __slots__ = ("_interrupted", "_task")
+
+    def __init__(self) -> None:
+        self._task: asyncio.Task[object] | None = None  # the task in a wait
+        self._interrupted = False  # it has been cancelled to end that wait
+
+    async def run(
+        self,
+        task: asyncio.Task[object],
+        until: float,
+        fn: Callable[..., Awaitable[T]],
+        *args: object,
+    ) -> T | TimedOut:
+        """`await fn(*args)` in `task` (the running one), or `TIMED_OUT` once the loop's
+        clock reaches `until` or on `interrupt()`."""
+        timer = task.get_loop().call_at(until, self.interrupt) if until < math.inf else None
+        self._task, self._interrupted = task, False
+        try:
+            result = await fn(*args)
+        except asyncio.CancelledError:
+            if not self._interrupted or uncancel(task) > 0:
+                raise  # not ours, or another cancellation came with ours
+            return TIMED_OUT
+        finally:
+            self._task = None
+            if timer is not None:
+                timer.cancel()
+        if self._interrupted:  # `fn` swallowed our cancellation: take it back all the same
+            uncancel(task)
+        return result
+
+    def interrupt(self) -> None:
+        """End the current wait, if there is one (once; on the loop)."""
+        task = self._task
+        if task is not None and not self._interrupted:
+            self._interrupted = True
+            task.cancel()
+
+
+class Waits:
+    """The waits of one task, one at a time, each ended early by a time or by `interrupt()`
+    (then `TIMED_OUT`): an `Interruptible` on a native task, an anyio cancel scope elsewhere.
+    A cancellation that is not its own passes through either way."""
+
+    __slots__ = ("_cancel_scope", "_interrupt", "_interrupted")
+
+    def __init__(self) -> None:
+        self._interrupted = False
+        self._cancel_scope: anyio.CancelScope | None = None  # the wait's, off asyncio
+        self._interrupt: Interruptible | None = None  # the waits', on asyncio (made on the first)
+
+    def interrupt(self) -> None:
+        """End the current wait, and every later one at once. Idempotent."""
+        self._interrupted = True
+        if self._interrupt is not None:
+            self._interrupt.interrupt()
+        if self._cancel_scope is not None:
+            self._cancel_scope.cancel()
+
+    def run(
+        self, until: float, fn: Callable[..., Awaitable[T]], *args: object
+    ) -> Awaitable[T | TimedOut]:
+        """`await waits.run(...)`: `await fn(*args)`, or `TIMED_OUT` once the loop's clock
+        reaches `until` or on `interrupt()` (at once, if it came before). A plain function
+        returning the awaitable, as `within`."""
+        if self._interrupted:
+            return _timed_out()
+        task = native_task()
+        if task is None:
+            return self._run_in_scope(until, fn, *args)
+        if self._interrupt is None:
+            self._interrupt = Interruptible()
+        return self._interrupt.run(task, until, fn, *args)
+
+    async def _run_in_scope(
+        self, until: float, fn: Callable[..., Awaitable[T]], *args: object
+    ) -> T | TimedOut:
+        with new_cancel_scope(deadline=until) as scope:
+            self._cancel_scope = scope
+            return await fn(*args)
+        return TIMED_OUT
+
+
+async def _timed_out() -> TimedOut:
+    return TIMED_OUT

@@ -1,0 +1,62 @@
+"""The plain-anyio switch: `MCP_ASGI_PLAIN_ANYIO=1` turns it on at import, and with it on
+the fast paths step aside on asyncio (the rest of tests/lifecycle and tests/loop runs on
+both paths: tests/conftest.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from mcp_asgi import _loop
+from mcp_asgi._loop import switch
+
+pytestmark = [pytest.mark.anyio, pytest.mark.fast_paths]  # each test sets the path itself
+
+
+@pytest.fixture
+def use_plain() -> Iterator[Callable[[bool], None]]:
+    """`_loop.use_plain_anyio`, set back as it was after the test."""
+    was = _loop.plain_anyio()
+    yield _loop.use_plain_anyio
+    _loop.use_plain_anyio(was)
+
+
+@pytest.mark.parametrize(("value", "plain"), [("1", True), ("0", False), ("", False)])
+def test_the_environment_sets_it_at_import(value: str, plain: bool) -> None:
+    env = {**os.environ, switch.ENV: value}
+    code = f"import runpy; print(runpy.run_path({switch.__file__!r})['plain_anyio']())"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == str(plain)
+
+
+async def where_things_run() -> tuple[bool, object, str]:
+    """Whether the fast paths apply, the clock, and the name of a bounded call's thread."""
+    name = await _loop.run_in_thread(lambda: threading.current_thread().name, bounded=True)
+    return _loop.on_asyncio(), _loop.loop_clock(), name
+
+
+async def test_the_fast_paths_apply_on_asyncio_without_it(
+    use_plain: Callable[[bool], None],
+) -> None:
+    use_plain(False)
+    fast, clock, thread = await where_things_run()
+    assert fast
+    assert clock is time.monotonic
+    assert thread == "mcp_asgi worker"
+
+
+async def test_with_it_on_asyncio_runs_on_plain_anyio(use_plain: Callable[[bool], None]) -> None:
+    use_plain(True)
+    fast, clock, thread = await where_things_run()
+    assert not fast
+    assert clock == asyncio.get_running_loop().time
+    assert thread != "mcp_asgi worker"  # one of anyio's own
