@@ -2,7 +2,8 @@
 `both_loops`; trio on a fake clock for tests marked `fake_clock`), an in-memory OpenTelemetry
 pipeline and a child subreaper for process-group checks. Each folder's own conftest.py holds
 what only its tests use (tests/bus: a real redis-server with two uvicorn workers;
-tests/lifecycle: the pgid file)."""
+tests/lifecycle: the pgid file); the Redis Cluster is here, so that one serves the session.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from trio.testing import MockClock
 
 from .helpers import Otel as Otel  # re-exported: some tests import it from here
 from .live_marker import named_fixtures, starts_something
+from .servers import RedisCluster, redis_executable
 
 _PR_SET_CHILD_SUBREAPER = 36
 BOTH_LOOPS = ("asyncio", "trio")
@@ -135,3 +137,15 @@ def subreaper() -> Iterator[None]:
         with contextlib.suppress(ChildProcessError):
             while os.waitpid(-1, os.WNOHANG)[0]:
                 pass
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
+    """A Redis Cluster of three masters, for the session: its users name their keys and
+    channels apart (each test its own ids), and resume what they pause."""
+    cluster = RedisCluster(redis_executable(), tmp_path_factory.mktemp("cluster"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()

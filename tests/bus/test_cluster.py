@@ -1,0 +1,81 @@
+"""RedisBus on a Redis Cluster of three masters: sharded pub/sub on the channel's master,
+and the outage of that master (paused) logged once and recovered from. The cluster URL is
+checked when the bus and the store are made."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import redis
+
+from mcp_asgi.bus import ChangeEvent
+from mcp_asgi.bus.redis import RedisBus, bus_from_url
+from mcp_asgi.store import store_from_url
+
+from ..helpers import eventually
+from ..servers import RedisCluster
+
+
+async def test_events_cross_on_the_channels_master_only(redis_cluster: RedisCluster) -> None:
+    """Two processes' buses subscribe with SSUBSCRIBE on the master owning the channel's
+    slot (no plain subscriber anywhere) and hear each other there."""
+    channel = "cluster:crossing"
+    bus = RedisBus(redis_cluster.url, channel=channel)
+    other = RedisBus(redis_cluster.url, channel=channel)
+    async with bus.running(), other.running(), bus.subscribe() as events:
+        await eventually(lambda: redis_cluster.subscribers(channel) == 2, what="subscribed")
+        for node in redis_cluster.nodes:
+            with redis.Redis(port=node.port) as client:
+                assert dict(client.pubsub_numsub(channel))[channel.encode()] == 0
+        await other.publish(ChangeEvent("resource_updated", "res://x"))
+        assert await events.__anext__() == ChangeEvent("resource_updated", "res://x")
+
+
+async def test_a_paused_master_is_one_outage(
+    redis_cluster: RedisCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The channel's master stops answering (SIGSTOP): the bus counts Redis lost once its
+    PING goes unanswered, logs it once, keeps what is published meanwhile, and resubscribes
+    and sends it once the master answers again."""
+    caplog.set_level(logging.INFO, logger="mcp_asgi.bus")
+    channel = "cluster:paused"
+    master = redis_cluster.owner(channel)
+
+    def quick() -> RedisBus:
+        url = redis_cluster.url
+        return RedisBus(url, channel=channel, timeout=0.5, ping_interval=0.2, reconnect_max=0.2)
+
+    bus, other = quick(), quick()
+    async with bus.running(), bus.subscribe() as events:
+        async with other.running():
+            await eventually(lambda: bus.connected and other.connected)
+            master.pause()
+            try:
+                await eventually(lambda: not bus.connected, what="the outage seen")
+                await other.publish(ChangeEvent("tools_list_changed"))  # into the outbox
+            finally:
+                master.resume()
+        await eventually(lambda: bus.connected and redis_cluster.subscribers(channel) == 1)
+        async with other.running():  # `other` comes back after `bus` resubscribed
+            assert await events.__anext__() == ChangeEvent("tools_list_changed")
+    mine = [r.getMessage() for r in caplog.records if getattr(r, "bus_origin", 0) == bus.origin]
+    assert sum("lost Redis" in m for m in mine) == 1
+    assert sum("reachable again" in m for m in mine) == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "error"),
+    [
+        ("redis+cluster://127.0.0.1:7000/1", "database 0 only"),
+        ("redis+cluster:///tmp/redis.sock", "names one of its nodes"),
+        ("cluster://127.0.0.1:7000", r"redis\+cluster://"),
+    ],
+)
+def test_a_cluster_url_is_checked_when_the_bus_and_store_are_made(url: str, error: str) -> None:
+    """A cluster URL names a node, and database 0 or none; the error says what is wrong."""
+    with pytest.raises(ValueError, match=error):
+        bus_from_url(url)
+    with pytest.raises(ValueError, match=error):
+        store_from_url(url)
+    assert bus_from_url("rediss+cluster://:secret@node.example:7000").url.endswith(":7000")
