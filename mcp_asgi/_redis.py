@@ -11,7 +11,8 @@ Sharded pub/sub keeps a message on the master that owns the channel's slot inste
 broadcasting it over the cluster bus to every node. A subscription holds one connection to
 that master, made from the same URL (its password and TLS options) with the master's
 address; when the slot moves (a failover, a resharding) Redis ends the subscription, and
-`Listener.get_message` raises `ConnectionError` so its owner subscribes again.
+`Listener.get_message` raises `SlotMoved` so its owner subscribes again (a subscription
+made on a master that no longer owns the slot refreshes the slot map and retries once).
 
 Shared by the bus and the store (siblings that import neither each other nor the rest).
 """
@@ -23,6 +24,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 SERVER_SCHEMES: Final = ("redis://", "rediss://", "unix://")
 CLUSTER_SCHEMES: Final = ("redis+cluster://", "rediss+cluster://")
+
+
+class SlotMoved(ConnectionError):
+    """Redis ended a subscription: its channel's slot moved to another master (or the
+    subscription was ended otherwise); subscribe again."""
 
 
 def is_cluster(url: str) -> bool:
@@ -108,10 +114,12 @@ class Channels:
         for client in masters.values():
             await client.aclose()
 
-    async def _pubsub(self, channel: str) -> Any:
+    async def _pubsub(self, channel: str, *, refresh: bool = False) -> Any:
         if not self._cluster:
             return self._client.pubsub()
         await self._client.initialize()  # the slot map, once
+        if refresh:  # it is out of date: a master answered MOVED
+            await self._client.nodes_manager.initialize()
         node = self._client.get_node_from_key(channel)
         address = (node.host, int(node.port))
         if address not in self._masters:
@@ -131,7 +139,16 @@ class Listener:
     async def open(self, timeout: float) -> None:
         """Subscribe, and wait for Redis to confirm it (a paused Redis does not):
         `TimeoutError` when it has not within `timeout` seconds."""
-        self._pubsub = pubsub = await self._channels._pubsub(self._channel)
+        from redis.exceptions import MovedError
+
+        try:
+            await self._subscribe(timeout, refresh=False)
+        except MovedError:  # the slot map is out of date: once more with a fresh one
+            await self.aclose()
+            await self._subscribe(timeout, refresh=True)
+
+    async def _subscribe(self, timeout: float, *, refresh: bool) -> None:
+        self._pubsub = pubsub = await self._channels._pubsub(self._channel, refresh=refresh)
         if self._channels._cluster:
             await pubsub.ssubscribe(self._channel)
         else:
@@ -145,16 +162,14 @@ class Listener:
 
     async def get_message(self, timeout: float) -> dict[str, Any] | None:
         """The next message (a published one, or the answer to `ping`), None if none came
-        within `timeout` seconds; `ConnectionError` if Redis ended the subscription (the
+        within `timeout` seconds; `SlotMoved` if Redis ended the subscription (the
         channel's slot moved to another master)."""
         message: dict[str, Any] | None = await self._pubsub.get_message(timeout=timeout)
         if message is None:
             return None
         kind = message.get("type")
         if kind in ("unsubscribe", "sunsubscribe"):
-            from redis.exceptions import ConnectionError
-
-            raise ConnectionError(f"Redis ended the subscription to {self._channel}")
+            raise SlotMoved(f"Redis ended the subscription to {self._channel}")
         if kind == "smessage":
             return {**message, "type": "message"}
         return message

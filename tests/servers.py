@@ -608,6 +608,16 @@ class RedisCluster:
                     return next(node for node in self.nodes if node.port == port)
         raise AssertionError(f"no node owns slot {slot}")
 
+    def move(self, name: str, to: RedisServer) -> None:
+        """Give the (empty) hash slot of `name` to the master `to`, as a resharding ends:
+        `CLUSTER SETSLOT … NODE` on every master."""
+        with redis.Redis(port=to.port, socket_timeout=1) as client:
+            node_id, slot = client.cluster("myid"), client.cluster("keyslot", name)
+        for node in self.nodes:
+            with redis.Redis(port=node.port, socket_timeout=1) as client:
+                client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", node_id)
+        wait_ready(lambda: self.owner(name) is to, "the slot moved")
+
     def keys(self, pattern: str) -> list[tuple[str, int]]:
         """The keys matching `pattern` on every master, with their hash slots."""
         found = []

@@ -31,7 +31,7 @@ from typing import Any, Final, TypeVar
 import anyio
 
 from mcp_asgi._loggers import redacted_url
-from mcp_asgi._redis import Channels, connect, ping, unreachable_errors
+from mcp_asgi._redis import Channels, SlotMoved, connect, ping, unreachable_errors
 from mcp_asgi.store.base import START, Entry, StoreUnavailable
 from mcp_asgi.store.outage import Outage
 
@@ -165,6 +165,8 @@ class RedisStore:
                 while True:
                     try:
                         message = await listener.get_message(timeout=30)
+                    except SlotMoved as moved:  # not an outage: subscribe again
+                        raise StoreUnavailable(f"{moved}; subscribe again") from moved
                     except self._unreachable as error:  # Redis closed the connection
                         self._outage.failed(error)
                         raise StoreUnavailable(f"Redis unreachable: {error}") from error

@@ -1,5 +1,6 @@
 """RedisBus on a Redis Cluster of three masters: sharded pub/sub on the channel's master,
-and the outage of that master (paused) logged once and recovered from. The cluster URL is
+the outage of that master (paused) logged once and recovered from, and the channel's slot
+moving to another master (the bus subscribes there). The cluster URL is
 checked when the bus and the store are made."""
 
 from __future__ import annotations
@@ -62,6 +63,25 @@ async def test_a_paused_master_is_one_outage(
     mine = [r.getMessage() for r in caplog.records if getattr(r, "bus_origin", 0) == bus.origin]
     assert sum("lost Redis" in m for m in mine) == 1
     assert sum("reachable again" in m for m in mine) == 1
+
+
+async def test_the_bus_follows_its_channels_slot(redis_cluster: RedisCluster) -> None:
+    """The channel's slot moves (a resharding): Redis ends the subscription, and the bus
+    subscribes on the new owner, where the other process's events reach it."""
+    channel = "cluster:moving"
+    first = redis_cluster.owner(channel)
+    second = next(node for node in redis_cluster.nodes if node is not first)
+    bus = RedisBus(redis_cluster.url, channel=channel, reconnect_max=0.2)
+    other = RedisBus(redis_cluster.url, channel=channel, reconnect_max=0.2)
+    try:
+        async with bus.running(), other.running(), bus.subscribe() as events:
+            await eventually(lambda: redis_cluster.subscribers(channel) == 2)
+            redis_cluster.move(channel, second)
+            await eventually(lambda: redis_cluster.subscribers(channel) == 2, what="moved")
+            await other.publish(ChangeEvent("tools_list_changed"))
+            assert await events.__anext__() == ChangeEvent("tools_list_changed")
+    finally:
+        redis_cluster.move(channel, first)
 
 
 @pytest.mark.parametrize(
