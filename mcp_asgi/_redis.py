@@ -2,9 +2,10 @@
 
     redis://host:6379/0, rediss://..., unix:///path   one server; channels are plain
                                                       pub/sub (PUBLISH, SUBSCRIBE)
-    redis+cluster://host:6379, rediss+cluster://...   a cluster, found from that node; keys
-                                                      go to the master of their hash slot,
-                                                      channels are sharded (SPUBLISH,
+    redis+cluster://host:6379, rediss+cluster://...   a cluster, found from that node (or
+    redis+cluster://h1:6379,h2:6379                   the first of those that answers);
+                                                      keys go to the master of their hash
+                                                      slot, channels are sharded (SPUBLISH,
                                                       SSUBSCRIBE on that master only)
 
 Sharded pub/sub keeps a message on the master that owns the channel's slot instead of
@@ -22,6 +23,8 @@ from __future__ import annotations
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
+from mcp_asgi._loggers import redacted_url
+
 SERVER_SCHEMES: Final = ("redis://", "rediss://", "unix://")
 CLUSTER_SCHEMES: Final = ("redis+cluster://", "rediss+cluster://")
 
@@ -38,27 +41,34 @@ def is_cluster(url: str) -> bool:
 
 def check_url(url: str, what: str) -> None:
     """`ValueError`, naming `what` (the setting), unless `url` is a Redis URL this package
-    connects to: a cluster one has a host and no database but 0 (a cluster has no other)."""
+    connects to: a cluster one names nodes (host, optional port, comma-separated) and no
+    database but 0 (a cluster has no other)."""
     if not url.startswith(SERVER_SCHEMES + CLUSTER_SCHEMES):
         raise ValueError(
             f"{what} must be a redis://, rediss://, unix://, redis+cluster:// or "
-            f"rediss+cluster:// URL, got {url!r}"
+            f"rediss+cluster:// URL, got {redacted_url(url)!r}"
         )
     if is_cluster(url):
-        parts = urlsplit(url)
-        if not parts.hostname:
-            raise ValueError(f"{what}: a Redis Cluster URL names one of its nodes: {url!r}")
-        if parts.path.strip("/") not in ("", "0"):
-            raise ValueError(f"{what}: a Redis Cluster has database 0 only, got {url!r}")
+        try:
+            _seeds(url)
+        except ValueError:
+            raise ValueError(
+                f"{what}: a Redis Cluster URL names one or more of its nodes, host:port "
+                f"separated by commas: {redacted_url(url)!r}"
+            ) from None
+        if urlsplit(url).path.strip("/") not in ("", "0"):
+            raise ValueError(f"{what}: a Redis Cluster has database 0 only: {redacted_url(url)!r}")
 
 
 def connect(url: str, **options: Any) -> Any:
     """A redis-py asyncio client for `url`: `Redis`, or `RedisCluster` for a cluster URL
     (`options`: the client's keyword arguments)."""
     if is_cluster(url):
-        from redis.asyncio.cluster import RedisCluster
+        from redis.asyncio.cluster import ClusterNode, RedisCluster
 
-        return RedisCluster.from_url(_plain(url), **options)
+        first, *others = _seeds(url)
+        nodes = [ClusterNode(host, port) for host, port in others]
+        return RedisCluster.from_url(_at(url, *first), startup_nodes=nodes or None, **options)
     import redis.asyncio as aioredis
 
     return aioredis.Redis.from_url(url, **options)
@@ -180,6 +190,18 @@ class Listener:
     async def aclose(self) -> None:
         if self._pubsub is not None:
             await self._pubsub.aclose()
+
+
+def _seeds(url: str) -> list[tuple[str, int]]:
+    """The addresses a cluster URL names; `ValueError` if it names none, or a bad one."""
+    hosts = urlsplit(url).netloc.rpartition("@")[2]
+    seeds = []
+    for host in hosts.split(","):
+        parts = urlsplit("//" + host)
+        if not parts.hostname:
+            raise ValueError(host)
+        seeds.append((parts.hostname, parts.port or 6379))  # .port: ValueError if not one
+    return seeds
 
 
 def _plain(url: str) -> str:

@@ -54,8 +54,9 @@ class RedisBus:
     """A `NotificationBus` over Redis pub/sub (`redis://`, `rediss://` or `unix://` URL),
     or sharded pub/sub on a Redis Cluster (`redis+cluster://`, `rediss+cluster://`).
 
-    - `url`: the Redis server, or one node of the cluster; `channel`: the pub/sub channel
-      every process shares.
+    - `url`: the Redis server, or nodes of the cluster (`host:port` separated by commas,
+      the first that answers is asked); `channel`: the pub/sub channel every process
+      shares.
     - `buffer`: how many events a local listen stream may fall behind before it loses some.
     - `outbox`: how many events to keep for Redis during an outage (the oldest are dropped
       beyond, counted in `mcp_asgi.bus.dropped`).
@@ -324,7 +325,7 @@ def bus_from_url(
     """The bus named by `McpSettings.bus_url` (`timeout`, `reconnect_max`: its
     `redis_timeout`, `redis_retry_max`). `ValueError` for a URL that names no Redis: one
     of `redis://`, `rediss://`, `unix://`, `redis+cluster://`, `rediss+cluster://` (a
-    cluster's names a node, and database 0 or none)."""
+    cluster's names nodes, and database 0 or none)."""
     check_url(url, "bus_url")
     return RedisBus(
         url,

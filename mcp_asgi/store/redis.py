@@ -63,8 +63,8 @@ return position
 
 class RedisStore:
     """A `StateStore` on the Redis server at `url` (`redis://`, `rediss://`, `unix://`),
-    or on the Redis Cluster a node of which is at `url` (`redis+cluster://`,
-    `rediss+cluster://`).
+    or on the Redis Cluster whose nodes `url` names (`redis+cluster://`,
+    `rediss+cluster://`; several separated by commas).
 
     `timeout`: seconds an operation may take (connecting included) before Redis counts as
     unreachable; `retry_max`: the longest wait between two attempts while it is.

@@ -88,14 +88,18 @@ async def test_the_bus_follows_its_channels_slot(redis_cluster: RedisCluster) ->
     ("url", "error"),
     [
         ("redis+cluster://127.0.0.1:7000/1", "database 0 only"),
-        ("redis+cluster:///tmp/redis.sock", "names one of its nodes"),
+        ("redis+cluster:///tmp/redis.sock", "names one or more of its nodes"),
+        ("redis+cluster://a:7000,:7001", "names one or more of its nodes"),
+        ("redis+cluster://:secret@a:7000,b:port", "host:port"),
         ("cluster://127.0.0.1:7000", r"redis\+cluster://"),
     ],
 )
 def test_a_cluster_url_is_checked_when_the_bus_and_store_are_made(url: str, error: str) -> None:
-    """A cluster URL names a node, and database 0 or none; the error says what is wrong."""
-    with pytest.raises(ValueError, match=error):
+    """A cluster URL names nodes, and database 0 or none; the error says what is wrong,
+    never the password."""
+    with pytest.raises(ValueError, match=error) as refused:
         bus_from_url(url)
+    assert "secret" not in str(refused.value)
     with pytest.raises(ValueError, match=error):
         store_from_url(url)
-    assert bus_from_url("rediss+cluster://:secret@node.example:7000").url.endswith(":7000")
+    assert bus_from_url("rediss+cluster://:secret@a.example:7000,b.example").url.endswith("ple")

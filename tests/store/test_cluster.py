@@ -14,7 +14,7 @@ import pytest
 from mcp_asgi.store import StoreUnavailable
 from mcp_asgi.store.redis import RedisStore
 
-from ..servers import RedisCluster
+from ..servers import RedisCluster, free_port
 from .test_outage import TIMEOUT, recovered
 
 
@@ -63,3 +63,17 @@ async def test_a_subscription_whose_slot_moves_ends_and_is_made_again(
         await store.aclose()
         redis_cluster.move("slots:" + channel, first)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+async def test_the_first_node_named_that_answers_is_the_one_asked(
+    redis_cluster: RedisCluster,
+) -> None:
+    """A URL naming several nodes: the first is down (nothing listens there), the second
+    answers, and the store finds the cluster through it."""
+    second = redis_cluster.nodes[1].port
+    store = RedisStore(f"redis+cluster://127.0.0.1:{free_port()},127.0.0.1:{second}")
+    try:
+        await store.set("seeds", b"found", ttl=5)
+        assert await store.get("seeds") == b"found"
+    finally:
+        await store.aclose()
