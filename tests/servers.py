@@ -1,7 +1,7 @@
 """The servers the tests run against: a server for scripted clients, a server whose tools
 end in every way a request can, the 2025-era server and its client, the subscriptions
-server with routes that make changes happen, and real redis-server and uvicorn worker
-processes."""
+server with routes that make changes happen, and real redis-server (alone, or three as a
+Redis Cluster) and uvicorn worker processes."""
 
 from __future__ import annotations
 
