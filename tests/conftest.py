@@ -3,7 +3,8 @@
 plain-anyio path forced for the tests of tests/lifecycle and tests/loop), an in-memory OpenTelemetry
 pipeline and a child subreaper for process-group checks. Each folder's own conftest.py holds
 what only its tests use (tests/bus: a real redis-server with two uvicorn workers;
-tests/lifecycle: the pgid file)."""
+tests/lifecycle: the pgid file); the Redis Cluster is here, so that one serves the session.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from mcp_asgi import _loop
 
 from .helpers import Otel as Otel  # re-exported: some tests import it from here
 from .live_marker import named_fixtures, starts_something
+from .servers import RedisCluster, redis_executable
 
 _PR_SET_CHILD_SUBREAPER = 36
 BOTH_LOOPS = ("asyncio", "trio")
@@ -191,3 +193,15 @@ def subreaper() -> Iterator[None]:
         with contextlib.suppress(ChildProcessError):
             while os.waitpid(-1, os.WNOHANG)[0]:
                 pass
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
+    """A Redis Cluster of three masters, for the session: its users name their keys and
+    channels apart (each test its own ids), and resume what they pause."""
+    cluster = RedisCluster(redis_executable(), tmp_path_factory.mktemp("cluster"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()

@@ -1,12 +1,13 @@
 """The servers the tests run against: a server for scripted clients, a server whose tools
 end in every way a request can, the 2025-era server and its client, the subscriptions
-server with routes that make changes happen, and real redis-server and uvicorn worker
-processes."""
+server with routes that make changes happen, and real redis-server (alone, or three as a
+Redis Cluster) and uvicorn worker processes."""
 
 from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -22,6 +23,7 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 import httpx
+import pytest
 import redis
 from opentelemetry import baggage, trace
 from starlette.requests import Request
@@ -459,6 +461,19 @@ def free_port() -> int:
         return port
 
 
+def free_cluster_port() -> int:
+    """A free port whose cluster bus port (10000 above) is free too."""
+    while True:
+        port = free_port()
+        if port + 10000 <= 65535:
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port + 10000))
+                except OSError:
+                    continue
+            return port
+
+
 def wait_ready(predicate: Callable[[], bool], what: str, timeout: float = 15) -> None:
     """Poll `predicate()` (errors count as "not yet") until it is true: readiness, never a
     timing assertion. Blocking: for fixtures and worker threads."""
@@ -474,13 +489,30 @@ def wait_ready(predicate: Callable[[], bool], what: str, timeout: float = 15) ->
         time.sleep(0.02)
 
 
+def redis_executable() -> str:
+    """redis-server's path; the test skipped (outside CI only) when it is not installed."""
+    executable = shutil.which("redis-server")
+    if executable is None:
+        if os.environ.get("CI"):
+            pytest.fail("redis-server is not installed (make test installs it)")
+        pytest.skip(
+            "redis-server is not installed: run `make test` or apt-get install redis-server"
+        )
+    return executable
+
+
 class RedisServer:
     """redis-server on a free loopback port; `stop()` and `start()` again on the same port."""
 
-    def __init__(self, executable: str, workdir: Path) -> None:
+    def __init__(
+        self, executable: str, workdir: Path, *options: str, port: int | None = None
+    ) -> None:
+        """`options`: more redis-server command-line options; `port`: a free one by
+        default."""
         self.executable = executable
         self.workdir = workdir
-        self.port = free_port()
+        self.options = options
+        self.port = port or free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -488,6 +520,7 @@ class RedisServer:
         self._process = subprocess.Popen(
             [
                 self.executable,
+                *self.options,
                 "--port",
                 str(self.port),
                 "--bind",
@@ -528,6 +561,81 @@ class RedisServer:
         """SIGCONT after `pause`."""
         assert self._process is not None
         self._process.send_signal(signal.SIGCONT)
+
+
+class RedisCluster:
+    """A Redis Cluster of three masters (no replicas) on free loopback ports: each a
+    redis-server with `--cluster-enabled yes`, the slots split by `redis-cli --cluster
+    create`. `url` is the `redis+cluster://` URL of the first node."""
+
+    def __init__(self, executable: str, workdir: Path, masters: int = 3) -> None:
+        # a long node timeout: a node paused for a few seconds is not voted failed
+        options = ("--cluster-enabled", "yes", "--cluster-node-timeout", "30000")
+        self.nodes = [
+            RedisServer(executable, workdir / f"node{i}", *options, port=free_cluster_port())
+            for i in range(masters)
+        ]
+        self.url = f"redis+cluster://127.0.0.1:{self.nodes[0].port}"
+
+    def start(self) -> None:
+        for node in self.nodes:
+            node.workdir.mkdir(parents=True, exist_ok=True)
+            node.start()
+        subprocess.run(
+            ["redis-cli", "--cluster", "create"]
+            + [f"127.0.0.1:{node.port}" for node in self.nodes]
+            + ["--cluster-yes"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            timeout=30,
+        )
+        wait_ready(self.ok, "cluster_state:ok on every node")
+
+    def ok(self) -> bool:
+        """Whether every node says the cluster is up, all slots covered."""
+        for node in self.nodes:
+            with redis.Redis(port=node.port, socket_timeout=1) as client:
+                if client.cluster("info").get("cluster_state") != "ok":
+                    return False
+        return True
+
+    def owner(self, channel: str) -> RedisServer:
+        """The master that owns the hash slot of `channel` (or of a key)."""
+        with redis.Redis(port=self.nodes[0].port, socket_timeout=1) as client:
+            slot = int(client.cluster("keyslot", channel))
+            for start, end, (_, port, *_), *_ in client.cluster("slots"):
+                if start <= slot <= end:
+                    return next(node for node in self.nodes if node.port == port)
+        raise AssertionError(f"no node owns slot {slot}")
+
+    def move(self, name: str, to: RedisServer) -> None:
+        """Give the (empty) hash slot of `name` to the master `to`, as a resharding ends:
+        `CLUSTER SETSLOT … NODE` on every master."""
+        with redis.Redis(port=to.port, socket_timeout=1) as client:
+            node_id, slot = client.cluster("myid"), client.cluster("keyslot", name)
+        for node in self.nodes:
+            with redis.Redis(port=node.port, socket_timeout=1) as client:
+                client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", node_id)
+        wait_ready(lambda: self.owner(name) is to, "the slot moved")
+
+    def keys(self, pattern: str) -> list[tuple[str, int]]:
+        """The keys matching `pattern` on every master, with their hash slots."""
+        found = []
+        for node in self.nodes:
+            with redis.Redis(port=node.port, socket_timeout=1) as client:
+                for key in client.scan_iter(match=pattern):
+                    found.append((key.decode(), int(client.cluster("keyslot", key))))
+        return found
+
+    def subscribers(self, channel: str) -> int:
+        """Subscribers of the shard channel `channel` (SSUBSCRIBE) on its owner."""
+        with redis.Redis(port=self.owner(channel).port, socket_timeout=1) as client:
+            counts = client.execute_command("PUBSUB", "SHARDNUMSUB", channel)
+            return int(counts[1])
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
 
 
 class Worker:

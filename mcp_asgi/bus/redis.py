@@ -17,6 +17,12 @@ meanwhile (the oldest events are dropped past `outbox` entries, counted in
 `mcp_asgi.bus.dropped`) and sends it on reconnection. Events from other processes
 published during the outage arrive when those processes flush their own outboxes; nothing
 is replayed beyond that.
+
+On a Redis Cluster (a `redis+cluster://` URL) the channel is sharded: events are published
+with SPUBLISH and heard with SSUBSCRIBE on the master that owns the channel's hash slot
+only, instead of crossing the cluster bus to every node. When that slot moves (a failover,
+a resharding), Redis ends the subscription; that counts as an outage like any other, and
+the bus subscribes again on the new owner.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from opentelemetry import metrics
 
 from mcp_asgi._loggers import bus_logger as logger
 from mcp_asgi._loggers import redacted_url
+from mcp_asgi._redis import Channels, Listener, check_url, connect
 from mcp_asgi._version import __version__
 from mcp_asgi.bus.in_process import CHANGE_KINDS, ChangeEvent, InProcessBus, LoopBinding
 from mcp_asgi.telemetry import names as a
@@ -44,9 +51,12 @@ DEFAULT_CHANNEL: Final = "mcp_asgi:changes"
 
 
 class RedisBus:
-    """A `NotificationBus` over Redis pub/sub (`redis://`, `rediss://` or `unix://` URL).
+    """A `NotificationBus` over Redis pub/sub (`redis://`, `rediss://` or `unix://` URL),
+    or sharded pub/sub on a Redis Cluster (`redis+cluster://`, `rediss+cluster://`).
 
-    - `url`: the Redis server; `channel`: the pub/sub channel every process shares.
+    - `url`: the Redis server, or nodes of the cluster (`host:port` separated by commas,
+      the first that answers is asked); `channel`: the pub/sub channel every process
+      shares.
     - `buffer`: how many events a local listen stream may fall behind before it loses some.
     - `outbox`: how many events to keep for Redis during an outage (the oldest are dropped
       beyond, counted in `mcp_asgi.bus.dropped`).
@@ -221,31 +231,28 @@ class RedisBus:
                 return
 
     async def _session(self) -> None:
-        import redis.asyncio as aioredis
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
-        client: Any = aioredis.Redis.from_url(
-            self.url,
-            retry=Retry(NoBackoff(), 0),
-            socket_timeout=self.timeout,
-            socket_connect_timeout=self.timeout,
-        )
+        options = {
+            "retry": Retry(NoBackoff(), 0),
+            "socket_timeout": self.timeout,
+            "socket_connect_timeout": self.timeout,
+        }
+        client = connect(self.url, **options)
+        channels = Channels(client, self.url, **options)
+        listener = channels.listener(self.channel)
         try:
-            pubsub = client.pubsub()
-            try:
-                with anyio.fail_after(self.timeout):
-                    await pubsub.subscribe(self.channel)
-                    await self._confirmed(pubsub)
-                self._connected()
-                async with anyio.create_task_group() as tasks:
-                    tasks.start_soon(self._send_outbox, client)
-                    await self._receive(pubsub)
-            finally:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(1):
-                    await pubsub.aclose()
+            with anyio.fail_after(self.timeout):
+                await listener.open(self.timeout)
+            self._connected()
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._send_outbox, channels)
+                await self._receive(listener)
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+                await listener.aclose()
+                await channels.aclose()
                 await client.aclose()
 
     def _connected(self) -> None:
@@ -258,23 +265,15 @@ class RedisBus:
             )
             self._outage_since = None
 
-    async def _confirmed(self, pubsub: Any) -> None:
-        """Wait for Redis to confirm the subscription (a paused Redis accepts the
-        connection but never does)."""
-        while True:
-            message = await pubsub.get_message(timeout=self.timeout)
-            if message is not None and message.get("type") == "subscribe":
-                return
-
-    async def _receive(self, pubsub: Any) -> None:
+    async def _receive(self, listener: Listener) -> None:
         pinged = False
         while True:
             wait = self.timeout if pinged else self._ping
-            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=wait)
+            message = await listener.get_message(timeout=wait)
             if message is None:
                 if pinged:
                     raise TimeoutError(f"no answer to PING within {self.timeout:g}s")
-                await pubsub.ping()
+                await listener.ping()
                 pinged = True
                 continue
             pinged = False
@@ -284,12 +283,12 @@ class RedisBus:
             if event is not None:
                 self._local.deliver(event)
 
-    async def _send_outbox(self, client: Any) -> None:
+    async def _send_outbox(self, channels: Channels) -> None:
         while True:
             self._wake = anyio.Event()
             while self._outbox:
                 item = self._outbox[0]
-                await client.publish(self.channel, item)
+                await channels.publish(self.channel, item)
                 if self._outbox and self._outbox[0] is item:
                     self._outbox.popleft()
             await self._wake.wait()
@@ -324,9 +323,10 @@ def bus_from_url(
     meter_provider: metrics.MeterProvider | None = None,
 ) -> RedisBus:
     """The bus named by `McpSettings.bus_url` (`timeout`, `reconnect_max`: its
-    `redis_timeout`, `redis_retry_max`)."""
-    if not url.startswith(("redis://", "rediss://", "unix://")):
-        raise ValueError(f"bus_url must be a redis://, rediss:// or unix:// URL, got {url!r}")
+    `redis_timeout`, `redis_retry_max`). `ValueError` for a URL that names no Redis: one
+    of `redis://`, `rediss://`, `unix://`, `redis+cluster://`, `rediss+cluster://` (a
+    cluster's names nodes, and database 0 or none)."""
+    check_url(url, "bus_url")
     return RedisBus(
         url,
         channel=channel,

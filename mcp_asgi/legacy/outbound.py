@@ -32,7 +32,7 @@ from mcp_asgi.lifecycle.scope import RequestScope
 from mcp_asgi.protocol import jsonrpc
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, JsonObject, McpError, RequestId
 from mcp_asgi.protocol.message import IncomingReply
-from mcp_asgi.store import StateStore, StoreUnavailable
+from mcp_asgi.store import StateStore, StoreUnavailable, slot_tag
 
 REQUEST_TIMEOUT = -32001
 """The code of the error a handler gets when the client did not answer in time (the
@@ -139,4 +139,4 @@ def _result(reply: JsonObject) -> Any:
 
 
 def _channel(session_id: str, request_id: RequestId) -> str:
-    return f"reply:{session_id}:{request_id!r}"
+    return f"reply:{slot_tag(session_id)}:{request_id!r}"  # the session's slot

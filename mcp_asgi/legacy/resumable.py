@@ -37,7 +37,7 @@ import anyio
 
 from mcp_asgi.http.accept import ResponseMode
 from mcp_asgi.http.reply import ReplyState, ReplyWriter, dump, encode_reply, sse_event
-from mcp_asgi.store import START, StateStore, StoreUnavailable
+from mcp_asgi.store import START, StateStore, StoreUnavailable, slot_tag
 
 Kind = Literal["r", "g"]
 _START: Final = b"s"  # the stream's first entry: its id is the priming event's
@@ -64,7 +64,7 @@ class EventLog:
         self.stream_id = stream_id
         self.settings = settings
         self._store = store
-        self._name = f"events:{session_id}:{stream_id}"
+        self._name = f"events:{slot_tag(session_id)}:{stream_id}"  # the session's slot
         self._done = f"{self._name}:done"  # set with the request's last event
 
     @classmethod

@@ -41,7 +41,7 @@ from mcp_asgi._loggers import sessions_logger as logger
 from mcp_asgi.legacy.sessions import LegacySession, SessionStore
 from mcp_asgi.protocol.jsonrpc import is_request_id
 from mcp_asgi.protocol.sizes import json_held
-from mcp_asgi.store import StateStore, StoreUnavailable
+from mcp_asgi.store import StateStore, StoreUnavailable, slot_tag
 
 CONTROL: Final = "sessions:control"
 
@@ -96,7 +96,7 @@ class SharedSessions:
 
     async def adopt(self, session_id: str, principal: str | None) -> LegacySession | None:
         """A session another replica opened, from its record; None when there is none."""
-        if not self.active or len(session_id) > 128:
+        if not self.active or len(session_id) > 128 or not _taggable(session_id):
             return None
         data = await self._store.get(_key(session_id))
         if data is None:
@@ -208,4 +208,10 @@ def _unless_unreachable(skipped: str) -> Iterator[None]:
 
 
 def _key(session_id: str) -> str:
-    return f"session:{session_id}"
+    """The session's record; its streams and reply channels share its slot (`slot_tag`)."""
+    return f"session:{slot_tag(session_id)}"
+
+
+def _taggable(session_id: str) -> bool:
+    """Whether `session_id` (a client's) can name a record: ours hold no braces."""
+    return "{" not in session_id and "}" not in session_id

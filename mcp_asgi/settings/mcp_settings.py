@@ -305,7 +305,8 @@ class McpSettings(BaseSettings):
     bus_url: str | None = Field(
         default=None,
         description="Redis URL (redis://host:6379/0) of the notification bus shared by all "
-        "workers and replicas (needs mcp-asgi[redis]); None: in-process.",
+        "workers and replicas, and of the shared store; redis+cluster://host:6379[,host2:6379] "
+        "for a Redis Cluster (needs mcp-asgi[redis]); None: in-process.",
     )
     bus_channel: str = Field(
         default="mcp_asgi:changes", min_length=1, description="Redis pub/sub channel of the bus."

@@ -35,6 +35,10 @@ waits longer; `await store.check()` says whether it answers now (a health check)
 
 Values are bytes; what they mean is the caller's. Keys, streams and channels share one
 namespace per store (`prefix`), so name them by owner (`session:`, `events:`, `task:`).
+Names that hold `slot_tag(owner)` live together: on a Redis Cluster, in one hash slot, so
+on one master, moved together and reachable by one script or transaction (a session's
+record, its event streams and its reply channels); names without one spread over the
+masters.
 """
 
 from __future__ import annotations
@@ -45,6 +49,14 @@ from typing import Final, NamedTuple, Protocol
 
 START: Final = "0"
 """The position before the first entry of any stream."""
+
+
+def slot_tag(owner: str) -> str:
+    """`owner` as a Redis Cluster hash tag (`{owner}`): the names that hold it, first of
+    their braces, share one hash slot. `owner` must not hold braces itself."""
+    if "{" in owner or "}" in owner:
+        raise ValueError(f"a hash tag's owner holds no braces: {owner!r}")
+    return "{" + owner + "}"
 
 
 class StoreUnavailable(Exception):

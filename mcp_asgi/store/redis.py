@@ -2,15 +2,24 @@
 
 Install with ``pip install 'mcp-asgi[redis]'`` (redis-py >= 5, asyncio API). Keys are
 plain strings with `PX` expiry, compare-and-set is a small Lua script (atomic on the
-server), streams are Redis Streams (`XADD` with `MAXLEN ~`, `PEXPIRE` after each append,
+server), streams are Redis Streams (one script: `XADD` with `MAXLEN ~`, then `PEXPIRE`;
 `XREAD BLOCK`), channels are pub/sub. Every name is prefixed (`mcp_asgi:` by default).
 Connections come from one pool; a blocking read or a subscription holds one connection
 while it waits.
 
+On a Redis Cluster (a `redis+cluster://` URL) every operation touches one key, so one hash
+slot (`store.base.slot_tag` puts what belongs together in one); channels are sharded
+(`SPUBLISH`, `SSUBSCRIBE` on the channel's master: `mcp_asgi._redis`), and `check()` pings
+every master.
+
 Every operation is bounded by `timeout` seconds (a blocking read: its wait, plus that),
-connecting included; one that cannot reach Redis in time raises `StoreUnavailable`. The
-outage is then logged once (`store.outage.Outage`) and, until a probe gets through again
-(a capped backoff, `retry_max`), operations raise it at once instead of waiting.
+connecting included; one that cannot reach Redis in time raises `StoreUnavailable` (so
+does a cluster that answers CLUSTERDOWN). The outage is then logged once
+(`store.outage.Outage`) and, until a probe gets through again (a capped backoff,
+`retry_max`), operations raise it at once instead of waiting. On a cluster the outage is
+the store's, not a master's: while one master is out of reach and the others answer, a
+probe that reaches another one ends it, and the next operation on the lost master begins
+another (logged again, at most once per backoff).
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from typing import Any, Final, TypeVar
 import anyio
 
 from mcp_asgi._loggers import redacted_url
+from mcp_asgi._redis import Channels, SlotMoved, connect, ping, unreachable_errors
 from mcp_asgi.store.base import START, Entry, StoreUnavailable
 from mcp_asgi.store.outage import Outage
 
@@ -40,9 +50,21 @@ end
 return 1
 """
 
+# XADD and PEXPIRE in one step (a script: atomic on a cluster too, where MULTI is not
+# offered; one key, so one slot)
+_APPEND: Final = """
+local position = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'd', ARGV[2])
+if ARGV[3] ~= '' then
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+end
+return position
+"""
+
 
 class RedisStore:
-    """A `StateStore` on the Redis server at `url` (`redis://`, `rediss://`, `unix://`).
+    """A `StateStore` on the Redis server at `url` (`redis://`, `rediss://`, `unix://`),
+    or on the Redis Cluster whose nodes `url` names (`redis+cluster://`,
+    `rediss+cluster://`; several separated by commas).
 
     `timeout`: seconds an operation may take (connecting included) before Redis counts as
     unreachable; `retry_max`: the longest wait between two attempts while it is.
@@ -54,8 +76,6 @@ class RedisStore:
         self, url: str, *, prefix: str = "mcp_asgi:", timeout: float = 2.0, retry_max: float = 5.0
     ) -> None:
         try:
-            import redis.asyncio as aioredis
-            from redis import exceptions as errors
             from redis.backoff import NoBackoff
             from redis.retry import Retry
         except ImportError as exc:  # pragma: no cover - depends on the install
@@ -68,11 +88,12 @@ class RedisStore:
         """Seconds an operation may take before Redis counts as unreachable."""
         # no socket timeout: each operation has its own deadline (a blocking read's is
         # longer); one retry at once, for a pooled connection Redis closed (a restart)
-        self._client: Any = aioredis.Redis.from_url(
-            url, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 1)
-        )
+        options = {"socket_connect_timeout": timeout, "retry": Retry(NoBackoff(), 1)}
+        self._client: Any = connect(url, **options)
+        self._channels = Channels(self._client, url, **options)
         self._set_if: Any = self._client.register_script(_SET_IF)
-        self._unreachable = (errors.ConnectionError, errors.TimeoutError, OSError)
+        self._append: Any = self._client.register_script(_APPEND)
+        self._unreachable = unreachable_errors()
         self._outage = Outage(redacted_url(url), initial=min(0.1, retry_max), cap=retry_max)
 
     @property
@@ -104,17 +125,9 @@ class RedisStore:
     async def append(
         self, stream: str, data: bytes, *, max_len: int, ttl: float | None = None
     ) -> str:
-        name = self.prefix + stream
-
-        async def append() -> Any:
-            async with self._client.pipeline(transaction=True) as pipe:
-                pipe.xadd(name, {"d": data}, maxlen=max(1, max_len), approximate=True)
-                if ttl is not None:
-                    pipe.pexpire(name, _ms(ttl))
-                position, *_ = await pipe.execute()
-                return position
-
-        position = await self._call(append)
+        args = [max(1, max_len), data, "" if ttl is None else _ms(ttl)]
+        keys = [self.prefix + stream]
+        position = await self._call(lambda: self._append(keys=keys, args=args))
         return position.decode() if isinstance(position, bytes) else str(position)
 
     async def read(
@@ -140,20 +153,20 @@ class RedisStore:
     # -- channels ----------------------------------------------------------------------
 
     async def publish(self, channel: str, data: bytes) -> None:
-        await self._call(lambda: self._client.publish(self.prefix + channel, data))
+        await self._call(lambda: self._channels.publish(self.prefix + channel, data))
 
     @asynccontextmanager
     async def subscribe(self, channel: str) -> AsyncIterator[AsyncIterator[bytes]]:
-        pubsub = self._client.pubsub()
+        listener = self._channels.listener(self.prefix + channel)
         try:
-            await self._call(lambda: self._subscribed(pubsub, self.prefix + channel))
+            await self._call(lambda: listener.open(self.timeout))
 
             async def messages() -> AsyncIterator[bytes]:
                 while True:
                     try:
-                        message = await pubsub.get_message(
-                            ignore_subscribe_messages=True, timeout=30
-                        )
+                        message = await listener.get_message(timeout=30)
+                    except SlotMoved as moved:  # not an outage: subscribe again
+                        raise StoreUnavailable(f"{moved}; subscribe again") from moved
                     except self._unreachable as error:  # Redis closed the connection
                         self._outage.failed(error)
                         raise StoreUnavailable(f"Redis unreachable: {error}") from error
@@ -163,29 +176,20 @@ class RedisStore:
             yield messages()
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(self.timeout):
-                await pubsub.aclose()
-
-    async def _subscribed(self, pubsub: Any, name: str) -> None:
-        """Subscribe, and wait for Redis to confirm it (a paused Redis does not)."""
-        await pubsub.subscribe(name)
-        while True:
-            message = await pubsub.get_message(timeout=self.timeout)
-            if message is None:
-                raise TimeoutError(f"no confirmation of SUBSCRIBE within {self.timeout:g}s")
-            if message.get("type") == "subscribe":
-                return
+                await listener.aclose()
 
     # -- health ------------------------------------------------------------------------
 
     async def check(self) -> bool:
         try:
-            await self._call(self._client.ping)
+            await self._call(lambda: ping(self._client))
         except StoreUnavailable:
             return False
         return True
 
     async def aclose(self) -> None:
         with anyio.move_on_after(self.timeout):
+            await self._channels.aclose()
             await self._client.aclose()
 
     async def _call(self, operation: Callable[[], Awaitable[T]], *, wait: float = 0.0) -> T:

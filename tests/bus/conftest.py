@@ -1,28 +1,20 @@
-"""A real redis-server, and two uvicorn workers sharing one channel on it."""
+"""A real redis-server, a Redis Cluster of three, and two uvicorn workers sharing one
+channel on either."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ..servers import RedisServer, Worker, wait_ready
+from ..servers import RedisCluster, RedisServer, Worker, redis_executable, wait_ready
 
 
 @pytest.fixture
 def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     """A fresh redis-server; skipped (outside CI only) when redis-server is not installed."""
-    executable = shutil.which("redis-server")
-    if executable is None:
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is not installed (make test installs it)")
-        pytest.skip(
-            "redis-server is not installed: run `make test` or apt-get install redis-server"
-        )
-    server = RedisServer(executable, tmp_path)
+    server = RedisServer(redis_executable(), tmp_path)
     server.start()
     try:
         yield server
@@ -31,14 +23,21 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
 
 
 @pytest.fixture
-def workers(redis_server: RedisServer) -> Iterator[tuple[Worker, Worker, str]]:
-    """Two worker processes on one Redis channel: (a, b, channel)."""
-    channel = f"mcp_asgi:test:{redis_server.port}"
-    a = Worker(redis_server.url, channel)
+def workers(request: pytest.FixtureRequest) -> Iterator[tuple[Worker, Worker, str]]:
+    """Two worker processes on one Redis channel: (a, b, channel). On a fresh redis-server,
+    or on the session's cluster for a test parametrized with `indirect=["workers"]` and
+    "cluster"."""
+    redis: RedisServer | RedisCluster
+    if getattr(request, "param", "redis") == "cluster":
+        redis = request.getfixturevalue("redis_cluster")
+    else:
+        redis = request.getfixturevalue("redis_server")
+    channel = f"mcp_asgi:test:{request.node.name}"
+    a = Worker(redis.url, channel)
     try:
-        b = Worker(redis_server.url, channel)
+        b = Worker(redis.url, channel)
         try:
-            wait_ready(lambda: redis_server.subscribers(channel) == 2, "both workers subscribed")
+            wait_ready(lambda: redis.subscribers(channel) == 2, "both workers subscribed")
             yield a, b, channel
         finally:
             b.stop()

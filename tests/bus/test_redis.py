@@ -26,6 +26,7 @@ async def until_method(stream: McpStream, method: str) -> dict[str, Any]:
             return message
 
 
+@pytest.mark.parametrize("workers", ["redis", "cluster"], indirect=True)
 async def test_a_change_on_one_worker_reaches_a_listener_on_another(
     workers: tuple[Worker, Worker, str],
 ) -> None:

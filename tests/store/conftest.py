@@ -1,4 +1,4 @@
-"""A store of each kind: in memory, and on a real redis-server."""
+"""A store of each kind: in memory, on a real redis-server, and on a Redis Cluster."""
 
 from __future__ import annotations
 
@@ -10,17 +10,23 @@ from mcp_asgi.store import MemoryStore, StateStore
 from mcp_asgi.store.redis import RedisStore
 
 from ..bus.conftest import redis_server  # noqa: F401 (a fixture)
-from ..servers import RedisServer
+from ..servers import RedisCluster, RedisServer
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "cluster"])
 async def store(request: pytest.FixtureRequest) -> AsyncIterator[StateStore]:
-    """A MemoryStore, or a RedisStore on a fresh redis-server."""
+    """A MemoryStore, a RedisStore on a fresh redis-server, or one on the session's
+    cluster (its names prefixed by the test's)."""
     if request.param == "memory":
         yield MemoryStore()
         return
-    server: RedisServer = request.getfixturevalue("redis_server")
-    redis_store = RedisStore(server.url, prefix="test:")
+    if request.param == "cluster":
+        cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+        url, prefix = cluster.url, f"test:{request.node.name}:"
+    else:
+        server: RedisServer = request.getfixturevalue("redis_server")
+        url, prefix = server.url, "test:"
+    redis_store = RedisStore(url, prefix=prefix)
     try:
         yield redis_store
     finally:

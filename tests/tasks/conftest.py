@@ -1,5 +1,6 @@
 """The task app on a live uvicorn (`url`, with what its handlers saw: `seen`); a real
-redis-server, and two uvicorn replicas of the task app sharing it."""
+redis-server (or the session's Redis Cluster), and two uvicorn replicas of the task app
+sharing it."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Tasks shared by every replica: two uvicorn processes on one real redis-server. A task
 created on A is read, answered and cancelled on B; a cancel whose signal cannot be sent
 still lands (at A's next lease renewal); a replica killed with -9 leaves its task failed
-once the lease has run out; a replica shut down fails its tasks saying so."""
+once the lease has run out; a replica shut down fails its tasks saying so. The first and
+the kill -9 run on a Redis Cluster too."""
 
 from __future__ import annotations
 
@@ -22,12 +23,18 @@ ANSWER = {"action": "accept", "content": {"confirm": True}}
 
 
 @pytest.fixture
-def pair(redis_server: RedisServer) -> Iterator[tuple[Worker, Worker]]:
-    """Replicas A and B on one Redis."""
-    channel = f"mcp_asgi:tasks-test:{redis_server.port}"
-    a = replica(redis_server.url, channel)
+def pair(request: pytest.FixtureRequest) -> Iterator[tuple[Worker, Worker]]:
+    """Replicas A and B on one Redis; on the session's Redis Cluster for a test
+    parametrized with `indirect=["pair"]` and "cluster"."""
+    if getattr(request, "param", "redis") == "cluster":
+        url = request.getfixturevalue("redis_cluster").url
+        channel = f"mcp_asgi:tasks-test:{request.node.name}"
+    else:
+        redis_server: RedisServer = request.getfixturevalue("redis_server")
+        url, channel = redis_server.url, f"mcp_asgi:tasks-test:{redis_server.port}"
+    a = replica(url, channel)
     try:
-        b = replica(redis_server.url, channel)
+        b = replica(url, channel)
         try:
             yield a, b
         finally:
@@ -36,6 +43,7 @@ def pair(redis_server: RedisServer) -> Iterator[tuple[Worker, Worker]]:
         a.stop()
 
 
+@pytest.mark.parametrize("pair", ["redis", "cluster"], indirect=True)
 async def test_created_on_a_read_answered_and_cancelled_on_b(pair: tuple[Worker, Worker]) -> None:
     """tasks/get, tasks/update and tasks/cancel work on the replica that does not run the
     task: state from the store, answers and the cancel recorded there and signalled."""
@@ -100,6 +108,7 @@ async def test_a_cancel_lands_when_its_signal_cannot_be_sent(redis_server: Redis
         a.stop()
 
 
+@pytest.mark.parametrize("pair", ["redis", "cluster"], indirect=True)
 async def test_a_killed_replicas_task_fails_after_its_lease(pair: tuple[Worker, Worker]) -> None:
     """kill -9 of the replica running a task: no renewal, and once the lease has run out
     the task reads failed on the other replica, with an error saying the worker was lost."""
