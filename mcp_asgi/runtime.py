@@ -32,7 +32,7 @@ from mcp_asgi.protocol.request import McpRequest
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.listen import LISTEN
 from mcp_asgi.server.mcp_server import McpServer, ResultOptions
-from mcp_asgi.settings import McpSettings, RuntimeSettings
+from mcp_asgi.settings import InputSettings, ResultSettings, RuntimeSettings
 
 
 class RequestRuntime:
@@ -152,7 +152,7 @@ class RequestRuntime:
         )
 
 
-def result_options(settings: McpSettings, *, private: bool = False) -> ResultOptions:
+def result_options(settings: ResultSettings, *, private: bool = False) -> ResultOptions:
     """How results are paged, cached and how long a listen stream lasts (`private`: the
     endpoint authenticates, so list results are never shared between callers)."""
     return ResultOptions(
@@ -163,12 +163,10 @@ def result_options(settings: McpSettings, *, private: bool = False) -> ResultOpt
     )
 
 
-def input_rounds(settings: McpSettings) -> InputRounds:
+def input_rounds(settings: InputSettings) -> InputRounds:
     """The 2026-07-28 input rounds, sealed with `request_state_key` when it is set."""
-    key = settings.request_state_key
-    return InputRounds(
-        key.get_secret_value().encode() if key else None, ttl=settings.request_state_ttl
-    )
+    key = settings.key
+    return InputRounds(key.encode() if key else None, ttl=settings.ttl)
 
 
 def shortest(a: float | None, b: float | None) -> float | None:

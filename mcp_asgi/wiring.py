@@ -141,7 +141,7 @@ def wire(
         ipv4_prefix=client_limits.ipv4_prefix,
         ipv6_prefix=client_limits.ipv6_prefix,
     )
-    options = result_options(settings, private=auth is not None)
+    options = result_options(settings.results, private=auth is not None)
     store = store_from_url(  # with the Redis bus: shared by replicas
         bus_settings.url,
         timeout=bus_settings.redis_timeout,
@@ -152,7 +152,7 @@ def wire(
     modern = ModernEndpoint(
         server,
         inflight=inflight,
-        inputs=input_rounds(settings),
+        inputs=input_rounds(settings.input),
         options=options,
         limits=limits,
         tasks=TaskMethods(server, tasks, window=task_settings.result_window, limits=limits),

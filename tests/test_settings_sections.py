@@ -27,6 +27,12 @@ AUTH = McpSettings(
 )
 
 OTHERS = McpSettings(
+    page_size=7,
+    list_ttl=3.0,
+    cache_scope="private",
+    listen_max_duration=30.0,
+    request_state_key=SecretStr("a-key-shared-by-every-replica"),
+    request_state_ttl=60.0,
     max_request_duration=None,
     keepalive_interval=None,
     cancel_grace=8.0,
@@ -69,7 +75,13 @@ OTHERS = McpSettings(
     max_task_result_bytes=2400,
 )
 
-PREFIXES = {"auth": "auth_", "bus": "bus_", "legacy": "legacy_", "tasks": "task_"}
+PREFIXES = {
+    "auth": "auth_",
+    "bus": "bus_",
+    "legacy": "legacy_",
+    "tasks": "task_",
+    "input": "request_state_",
+}
 """A section's field is the flat field's name without this prefix, unless `RENAMES` says."""
 
 RENAMES = {
@@ -109,6 +121,8 @@ def _flat_name(section: str, field: str) -> str:
     [
         (AUTH, "auth"),
         (OTHERS, "runtime"),
+        (OTHERS, "results"),
+        (OTHERS, "input"),
         (OTHERS, "bus"),
         (OTHERS, "limits"),
         (OTHERS, "legacy"),
@@ -129,7 +143,7 @@ def test_a_section_carries_its_flat_fields(settings: McpSettings, section: str) 
 def test_the_sections_cover_their_fields_once() -> None:
     """No flat field feeds two sections, so a setting is configured in one place."""
     seen: dict[str, str] = {}
-    for section in ("auth", "runtime", "bus", "limits", "legacy", "tasks"):
+    for section in ("auth", "runtime", "results", "input", "bus", "limits", "legacy", "tasks"):
         for field in dataclasses.fields(getattr(OTHERS, section)):
             flat = _flat_name(section, field.name)
             assert flat in McpSettings.model_fields, (section, field.name)
@@ -142,3 +156,9 @@ def test_the_auth_section_never_shows_the_client_secret() -> None:
     """The introspection client's secret stays out of the section's repr."""
     assert "s3cret" not in repr(AUTH.auth)
     assert AUTH.auth.client_secret == "s3cret"
+
+
+def test_the_input_section_never_shows_the_request_state_key() -> None:
+    """The key sealing requestState stays out of the section's repr."""
+    assert "a-key-shared" not in repr(OTHERS.input)
+    assert OTHERS.input.key == "a-key-shared-by-every-replica"

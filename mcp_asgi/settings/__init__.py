@@ -2,9 +2,9 @@
 
     mcp_settings  McpSettings: flat fields, from keyword arguments and `MCP_*` variables;
                   their checks; the sections made from them
-    sections      RuntimeSettings, BusSettings, LimitSettings, LegacySettings,
-                  TaskSettings (and auth's AuthSettings): what each subsystem is given,
-                  alone
+    sections      RuntimeSettings, ResultSettings, InputSettings, BusSettings,
+                  LimitSettings, LegacySettings, TaskSettings (and auth's AuthSettings):
+                  what each subsystem is given, alone
 
 Imports only the layers below it (auth for `AuthSettings` and the JWT rules, http for
 the response modes).
@@ -19,8 +19,10 @@ from mcp_asgi.settings.mcp_settings import (
 )
 from mcp_asgi.settings.sections import (
     BusSettings,
+    InputSettings,
     LegacySettings,
     LimitSettings,
+    ResultSettings,
     RuntimeSettings,
     TaskSettings,
 )
@@ -29,9 +31,11 @@ __all__ = [
     "RENAMED",
     "VERIFIER_SETTINGS",
     "BusSettings",
+    "InputSettings",
     "LegacySettings",
     "LimitSettings",
     "McpSettings",
+    "ResultSettings",
     "RuntimeSettings",
     "TaskSettings",
     "changed",

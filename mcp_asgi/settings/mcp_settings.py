@@ -19,8 +19,10 @@ from mcp_asgi.auth.jwt import accepted_types as _accepted_types
 from mcp_asgi.http.accept import ResponseMode
 from mcp_asgi.settings.sections import (
     BusSettings,
+    InputSettings,
     LegacySettings,
     LimitSettings,
+    ResultSettings,
     RuntimeSettings,
     TaskSettings,
 )
@@ -651,6 +653,24 @@ class McpSettings(BaseSettings):
             process_kill_grace=self.process_kill_grace,
             progress_min_interval=self.progress_min_interval,
             max_threads=self.max_threads,
+        )
+
+    @property
+    def results(self) -> ResultSettings:
+        """Paging, caching and listen streams' length (the server's results)."""
+        return ResultSettings(
+            page_size=self.page_size,
+            list_ttl=self.list_ttl,
+            cache_scope=self.cache_scope,
+            listen_max_duration=self.listen_max_duration,
+        )
+
+    @property
+    def input(self) -> InputSettings:
+        """The sealed `requestState` of input rounds."""
+        key = self.request_state_key
+        return InputSettings(
+            key=key.get_secret_value() if key else None, ttl=self.request_state_ttl
         )
 
     @property

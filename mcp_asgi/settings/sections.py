@@ -1,7 +1,8 @@
 """The sections of `McpSettings`, one per subsystem that reads them.
 
 `McpSettings` keeps its flat fields (keyword arguments, `MCP_*` variables) and makes each
-section from them (`settings.runtime`, `.bus`, `.limits`, `.legacy`, `.tasks`; `.auth` is
+section from them (`settings.runtime`, `.results`, `.input`, `.bus`, `.limits`, `.legacy`,
+`.tasks`; `.auth` is
 `mcp_asgi.auth.config.AuthSettings`, defined in the layer that reads it). A subsystem is
 given its section alone. A field here is the flat field's name without its section's
 prefix (`legacy_resume_ttl` is `settings.legacy.resume_ttl`); units are seconds and
@@ -10,7 +11,8 @@ bytes, and None turns a limit off.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,3 +95,23 @@ class TaskSettings:
     max_kept_bytes_per_client: int | None
     max_kept_bytes: int | None
     max_result_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResultSettings:
+    """How results are paged and cached, and how long a listen stream lasts (`page_size`,
+    `list_ttl`, `cache_scope`, `listen_max_duration`)."""
+
+    page_size: int
+    list_ttl: float
+    cache_scope: Literal["public", "private"]
+    listen_max_duration: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class InputSettings:
+    """The 2026-07-28 input rounds' sealed `requestState` (`request_state_key`,
+    `request_state_ttl`)."""
+
+    key: str | None = field(repr=False)  # never in a repr
+    ttl: float

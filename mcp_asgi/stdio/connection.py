@@ -92,8 +92,8 @@ class StdioConnection:
         self._settings = settings
         self._telemetry = telemetry
         self._runtime = RequestRuntime(server, settings.runtime)  # this connection's thread slots
-        self._inputs = input_rounds(settings)
-        self._options = result_options(settings)
+        self._inputs = input_rounds(settings.input)
+        self._options = result_options(settings.results)
         self._session: LegacySession | None = None  # after a 2025-era initialize
         self._in_flight: dict[RequestId, tuple[RequestScope, StdioWriter]] = {}
         self._max_in_flight = settings.stdio_max_in_flight
