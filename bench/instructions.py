@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Instructions per in-process request.")
     parser.add_argument("--cases", default=",".join(features.CASES))
     parser.add_argument("--short", type=int, default=64, help="requests of the short run")
-    parser.add_argument("--long", type=int, default=320, help="requests of the long run")
+    parser.add_argument("--long", type=int, default=576, help="requests of the long run")
     parser.add_argument("--jobs", type=int, default=2, help="callgrind runs at once")
     parser.add_argument("--write", action="store_true", help="rewrite docs/benchmarks.md")
     args = parser.parse_args(argv)
