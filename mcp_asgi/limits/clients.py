@@ -26,7 +26,7 @@ from typing import Final, Literal
 
 from starlette.types import Scope
 
-from mcp_asgi.auth.principal import principal_key
+from mcp_asgi.auth.principal import PRINCIPAL_KEY, principal_key
 from mcp_asgi.limits.bucket import Buckets
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, ProtocolError
 
@@ -61,9 +61,11 @@ def client_key(asgi_scope: Scope, *, ipv4_prefix: int = 32, ipv6_prefix: int = 6
     first `ipv6_prefix` bits (one host is commonly given a whole /64). Behind a proxy, the
     server must be told to trust its forwarded headers (e.g. uvicorn's
     `--forwarded-allow-ips`), or every client is the proxy."""
-    principal = principal_key(asgi_scope)
-    if principal is not None:
-        return "principal:" + principal
+    # an identity is only where the endpoint or the host app put one (`principal_key`)
+    if PRINCIPAL_KEY in asgi_scope or "user" in asgi_scope or "auth" in asgi_scope:
+        principal = principal_key(asgi_scope)
+        if principal is not None:
+            return "principal:" + principal
     client = asgi_scope.get("client")
     if not client:
         return "addr:unknown"
