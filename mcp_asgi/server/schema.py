@@ -45,9 +45,7 @@ class HandlerSignature:
     request_param: str | None = None
     dependencies: Dependencies | None = None
     _names: tuple[tuple[str, str], ...] = dataclasses.field(init=False, repr=False, compare=False)
-    _validate: Callable[[Any], BaseModel] = dataclasses.field(
-        init=False, repr=False, compare=False
-    )
+    _validate: Callable[[Any], BaseModel] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # (field name, parameter name) pairs, read once: `bind` runs on every call
