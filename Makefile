@@ -156,6 +156,7 @@ bench: $(STAMP) $(DOWNSTREAM_STAMP)  ## the full benchmark run (long): the peers
 	$(BIN)/python -m bench.cancel_latency --servers all
 	$(BIN)/python -m bench.tasks
 	$(BIN)/python -m bench.downstream
+	$(BIN)/python -m bench.instructions --write
 
 bench-quick: $(STAMP) $(DOWNSTREAM_STAMP)  ## a few minutes
 	$(BIN)/python -m bench.run --quick
@@ -163,6 +164,7 @@ bench-quick: $(STAMP) $(DOWNSTREAM_STAMP)  ## a few minutes
 	$(BIN)/python -m bench.cancel_latency --quick --servers all
 	$(BIN)/python -m bench.tasks --quick
 	$(BIN)/python -m bench.downstream --quick
+	$(BIN)/python -m bench.instructions --cases floor,async,def,cancelled
 
 clean:
 	rm -rf $(VENV) site .mypy_cache .pytest_cache .ruff_cache tests/node/node_modules tests/authserver/node_modules tests/downstream/node/node_modules

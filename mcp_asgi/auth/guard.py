@@ -87,11 +87,12 @@ class FailureBudget(Protocol):
     verified (so a flood of bad tokens is stopped before it reaches the issuer), and given
     back when the token was not refused."""
 
-    def spend(self, asgi_scope: Scope) -> None:
-        """Spend one for the request's client; raise (a 429) when none is left."""
+    def spend(self, asgi_scope: Scope) -> str:
+        """Spend one for the request's client; raise (a 429) when none is left. Returns
+        the client's key, for `refund`."""
 
-    def refund(self, asgi_scope: Scope) -> None:
-        """Give the one spent for this request back."""
+    def refund(self, client: str) -> None:
+        """Give back the one spent for `client` (what `spend` returned)."""
 
 
 def _quoted(value: str) -> str:
@@ -188,9 +189,8 @@ class Authenticator:
             raise self._invalid("malformed", "The Authorization header is malformed")
         if self._verifier is None:
             raise self._invalid("malformed", "This endpoint accepts no bearer tokens")
-        failures = self._failures
-        if failures is not None:
-            failures.spend(asgi_scope)  # 429 before the issuer is asked
+        failures = self._failures  # its 429 comes before the issuer is asked
+        client = failures.spend(asgi_scope) if failures is not None else ""
         try:
             principal = await self._verifier.verify(token)
         except InvalidToken as refused:
@@ -198,7 +198,7 @@ class Authenticator:
             raise self._invalid(refused.reason, refused.description) from None
         except VerifierUnavailable as exc:
             if failures is not None:
-                failures.refund(asgi_scope)  # not the client's failure
+                failures.refund(client)  # not the client's failure
             logger.warning("cannot verify access tokens: %s", exc)
             raise AuthError(
                 503,
@@ -207,7 +207,7 @@ class Authenticator:
                 challenge=None,
             ) from None
         if failures is not None:
-            failures.refund(asgi_scope)
+            failures.refund(client)
         return principal
 
     def _invalid(self, reason: str, description: str) -> AuthError:

@@ -17,6 +17,8 @@ from mcp_asgi.protocol.jsonrpc import INVALID_REQUEST, ProtocolError
 def check_content_type(asgi_scope: Scope) -> None:
     """415 unless the body is declared as JSON."""
     value = header(asgi_scope, b"content-type")
+    if value == "application/json":  # as clients send it
+        return
     media_type = (value or "").split(";", 1)[0].strip().lower()
     if media_type != "application/json":
         raise ProtocolError(

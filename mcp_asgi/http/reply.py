@@ -157,8 +157,16 @@ class ReplyWriter:
                 return False
             body, self.replaced_by = encode_reply(message)
             if self.state is ReplyState.PENDING and (self._mode != "sse" or status != 200):
+                # `send_json` through `_send`, written out: most replies end here
+                send = self._send_asgi
+                headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
                 try:
-                    await send_json(self._send, status, body, [])
+                    self._started = True
+                    await send(
+                        {"type": "http.response.start", "status": status, "headers": headers}
+                    )
+                    self._ended = True
+                    await send({"type": "http.response.body", "body": body})
                 except Exception:
                     return self._gone()
                 self.state = ReplyState.DONE

@@ -67,17 +67,17 @@ class InputRounds:
         raises `StateError` when it is tampered, expired, or not this request's)."""
         if request.method not in INPUT_METHODS:
             return None
-        return InputRound(request, self._sealer, principal_of(asgi_scope))
+        return InputRound(request, self._sealer, asgi_scope)
 
 
 class InputRound(Asking):
     """What one request already knows (answers carried by its sealed `requestState` and
     its `inputResponses`) and what it asks for."""
 
-    def __init__(self, request: McpRequest, sealer: Sealer, principal: str | None) -> None:
+    def __init__(self, request: McpRequest, sealer: Sealer, asgi_scope: Scope) -> None:
         self._request = request
         self._sealer = sealer
-        self._principal = digest(principal) if principal is not None else None
+        self._asgi_scope = asgi_scope  # whose principal binds the state, read when needed
         self._answers: dict[str, list[Any]] = {}  # key -> [question digest, method, response]
         self._used: dict[str, list[Any]] = {}
         self._unsealed: dict[str, Any] = {}  # inputResponses that came without our state
@@ -128,13 +128,18 @@ class InputRound(Asking):
         self._pending[name] = question
         raise self._interrupt()
 
+    def _principal(self) -> str | None:
+        """The digest of who is asking (most requests never seal or open a state)."""
+        principal = principal_of(self._asgi_scope)
+        return digest(principal) if principal is not None else None
+
     def _interrupt(self) -> InputRequired:
         questions = {k: [digest(q), q["method"]] for k, q in self._pending.items()}
         state = self._sealer.seal(
             {
                 "m": self._request.method,
                 "d": params_digest(self._request.method, self._request.params),
-                "p": self._principal,
+                "p": self._principal(),
                 "a": self._used,
                 "q": questions,
             }
@@ -165,7 +170,7 @@ class InputRound(Asking):
             request.method, request.params
         ):
             raise StateError("mismatch", "was issued for a different request", request.id)
-        if payload.get("p") != self._principal:
+        if payload.get("p") != self._principal():
             raise StateError("principal", "was issued to a different principal", request.id)
         answers = payload.get("a")
         questions = payload.get("q")

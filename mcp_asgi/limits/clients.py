@@ -26,7 +26,7 @@ from typing import Final, Literal
 
 from starlette.types import Scope
 
-from mcp_asgi.auth.principal import principal_key
+from mcp_asgi.auth.principal import PRINCIPAL_KEY, principal_key
 from mcp_asgi.limits.bucket import Buckets
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, ProtocolError
 
@@ -61,9 +61,11 @@ def client_key(asgi_scope: Scope, *, ipv4_prefix: int = 32, ipv6_prefix: int = 6
     first `ipv6_prefix` bits (one host is commonly given a whole /64). Behind a proxy, the
     server must be told to trust its forwarded headers (e.g. uvicorn's
     `--forwarded-allow-ips`), or every client is the proxy."""
-    principal = principal_key(asgi_scope)
-    if principal is not None:
-        return "principal:" + principal
+    # an identity is only where the endpoint or the host app put one (`principal_key`)
+    if PRINCIPAL_KEY in asgi_scope or "user" in asgi_scope or "auth" in asgi_scope:
+        principal = principal_key(asgi_scope)
+        if principal is not None:
+            return "principal:" + principal
     client = asgi_scope.get("client")
     if not client:
         return "addr:unknown"
@@ -94,18 +96,24 @@ def network_of(host: str, ipv4_prefix: int, ipv6_prefix: int) -> str:
 class Hold:
     """One thing a client holds; `release()` gives it back (idempotent)."""
 
-    __slots__ = ("_release",)
+    __slots__ = ("_held", "_slot")
 
-    def __init__(self, release: Callable[[], None] | None) -> None:
-        self._release = release
+    def __init__(self, held: dict[tuple[Kind, str], int] | None, slot: tuple[Kind, str]) -> None:
+        self._held = held  # the counts it was counted in; None once given back
+        self._slot = slot
 
     def release(self) -> None:
-        release, self._release = self._release, None
-        if release is not None:
-            release()
+        held, self._held = self._held, None
+        if held is not None:
+            slot = self._slot
+            left = held[slot] - 1
+            if left:
+                held[slot] = left
+            else:
+                del held[slot]
 
 
-_NOTHING: Final = Hold(None)
+_NOTHING: Final = Hold(None, ("requests", ""))
 
 
 class ClientLimits:
@@ -177,15 +185,7 @@ class ClientLimits:
             return _NOTHING
         slot = (kind, key)
         self._held[slot] = self._refuse_if_full(kind, key) + 1
-
-        def release() -> None:
-            left = self._held[slot] - 1
-            if left:
-                self._held[slot] = left
-            else:
-                del self._held[slot]
-
-        return Hold(release)
+        return Hold(self._held, slot)
 
     def _refuse_if_full(self, kind: Kind, key: str) -> int:
         """How many of `kind` client `key` holds; 429 when that is its limit."""

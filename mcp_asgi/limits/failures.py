@@ -28,17 +28,20 @@ class AuthFailures:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._buckets = Buckets(rate=rate, burst=burst, clock=clock)
-        self._prefixes = {"ipv4_prefix": ipv4_prefix, "ipv6_prefix": ipv6_prefix}
+        self._ipv4_prefix = ipv4_prefix
+        self._ipv6_prefix = ipv6_prefix
 
-    def _key(self, asgi_scope: Scope) -> str:
-        return client_key(asgi_scope, **self._prefixes)
-
-    def spend(self, asgi_scope: Scope) -> None:
-        """One refusal more for the request's client; 429 when its budget is spent."""
-        wait = self._buckets.take(self._key(asgi_scope))
+    def spend(self, asgi_scope: Scope) -> str:
+        """One refusal more for the request's client; 429 when its budget is spent.
+        Returns the client's key (worked out once: `refund` takes it)."""
+        client = client_key(
+            asgi_scope, ipv4_prefix=self._ipv4_prefix, ipv6_prefix=self._ipv6_prefix
+        )
+        wait = self._buckets.take(client)
         if wait:
             raise TooManyRequests("too many refused access tokens", wait, "auth_failure_rate")
+        return client
 
-    def refund(self, asgi_scope: Scope) -> None:
-        """The request's token was not refused: give its unit back."""
-        self._buckets.refund(self._key(asgi_scope))
+    def refund(self, client: str) -> None:
+        """The token of `client` (`spend`'s key) was not refused: give its unit back."""
+        self._buckets.refund(client)

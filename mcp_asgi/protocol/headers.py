@@ -36,5 +36,6 @@ def header(asgi_scope: Scope, name: bytes) -> str | None:
     """The first value of a request header (name in lower case), decoded as latin-1."""
     for key, value in asgi_scope["headers"]:
         if key == name:
-            return str(value.decode("latin-1"))
+            decoded: str = value.decode("latin-1")
+            return decoded
     return None

@@ -19,7 +19,6 @@ from mcp_asgi.protocol.jsonrpc import (
     METHOD_NOT_FOUND,
     UNSUPPORTED_PROTOCOL_VERSION,
     ProtocolError,
-    RequestId,
 )
 from mcp_asgi.protocol.message import IncomingMessage
 from mcp_asgi.protocol.request import (
@@ -54,74 +53,98 @@ def validate(
     request_id = message.id
     if request_id is None:
         raise ValueError("validate() takes requests, not notifications")
-    fail = _Failer(request_id, legacy=message.method == "initialize")
     headers = _mcp_headers(asgi_scope) if asgi_scope is not None else None
     meta = message.params.get("_meta")
     meta_version = meta.get(_VERSION_KEY) if isinstance(meta, dict) else None
     if headers is None:  # stdio: the body's version is the only one
         header_version = meta_version if isinstance(meta_version, str) else None
         if header_version is None:
-            raise fail(
+            raise _fail(
+                message,
                 400,
                 INVALID_PARAMS,
                 f"Invalid params: _meta.{META_PREFIX}protocolVersion is required",
             )
     else:
-        header_version = _header(fail, headers, b"mcp-protocol-version", "MCP-Protocol-Version")
+        header_version = _header(message, headers, b"mcp-protocol-version", "MCP-Protocol-Version")
     if header_version is None:
-        raise fail(400, HEADER_MISMATCH, "Header mismatch: MCP-Protocol-Version header is required")
+        raise _fail(
+            message,
+            400,
+            HEADER_MISMATCH,
+            "Header mismatch: MCP-Protocol-Version header is required",
+        )
     if isinstance(meta_version, str) and meta_version != header_version:
-        raise fail(
+        raise _fail(
+            message,
             400,
             HEADER_MISMATCH,
             f"Header mismatch: MCP-Protocol-Version header value '{header_version}' does not "
             f"match body value '{meta_version}'",
         )
     if header_version not in MODERN_VERSIONS:
-        raise fail(
+        raise _fail(
+            message,
             400,
             UNSUPPORTED_PROTOCOL_VERSION,
             f"Unsupported protocol version: {header_version}",
             {"supported": list(MODERN_VERSIONS), "requested": header_version},
         )
     if not isinstance(meta, dict):
-        raise fail(400, INVALID_PARAMS, "Invalid params: params._meta is required")
+        raise _fail(message, 400, INVALID_PARAMS, "Invalid params: params._meta is required")
     if not isinstance(meta_version, str):
-        raise fail(
-            400, INVALID_PARAMS, f"Invalid params: _meta.{META_PREFIX}protocolVersion is required"
+        raise _fail(
+            message,
+            400,
+            INVALID_PARAMS,
+            f"Invalid params: _meta.{META_PREFIX}protocolVersion is required",
         )
     capabilities = meta.get(_CAPABILITIES_KEY)
     if not isinstance(capabilities, dict):
-        raise fail(
+        raise _fail(
+            message,
             400,
             INVALID_PARAMS,
             f"Invalid params: _meta.{META_PREFIX}clientCapabilities must be an object",
         )
     client_info = meta.get(_CLIENT_INFO_KEY)
     if client_info is not None and not isinstance(client_info, dict):
-        raise fail(
-            400, INVALID_PARAMS, f"Invalid params: _meta.{META_PREFIX}clientInfo must be an object"
+        raise _fail(
+            message,
+            400,
+            INVALID_PARAMS,
+            f"Invalid params: _meta.{META_PREFIX}clientInfo must be an object",
         )
     log_level = meta.get(_LOG_LEVEL_KEY)
     if log_level is not None and log_level not in LOG_LEVELS:
-        raise fail(400, INVALID_PARAMS, f"Invalid params: unknown log level {log_level!r}")
+        raise _fail(
+            message, 400, INVALID_PARAMS, f"Invalid params: unknown log level {log_level!r}"
+        )
     progress_token = meta.get("progressToken")
     if isinstance(progress_token, bool) or not isinstance(progress_token, (str, int, type(None))):
-        raise fail(400, INVALID_PARAMS, "Invalid params: progressToken must be a string or integer")
+        raise _fail(
+            message,
+            400,
+            INVALID_PARAMS,
+            "Invalid params: progressToken must be a string or integer",
+        )
     if not catalog.has_method(message.method):
         data = {"supported": list(MODERN_VERSIONS)} if message.method in _LEGACY_METHODS else None
-        raise fail(404, METHOD_NOT_FOUND, f"Method not found: {message.method}", data)
+        raise _fail(message, 404, METHOD_NOT_FOUND, f"Method not found: {message.method}", data)
     if headers is not None:
-        _check_header(fail, headers, b"mcp-method", "Mcp-Method", message.method)
+        _check_header(message, headers, b"mcp-method", "Mcp-Method", message.method)
     name_key = MCP_NAME_PARAM.get(message.method)
     if name_key is not None:
         value = message.params.get(name_key)
         if not isinstance(value, str):
-            raise fail(400, INVALID_PARAMS, f"Invalid params: '{name_key}' must be a string")
+            raise _fail(
+                message, 400, INVALID_PARAMS, f"Invalid params: '{name_key}' must be a string"
+            )
         if headers is not None:
-            _check_header(fail, headers, b"mcp-name", "Mcp-Name", value)
-            if message.method == "tools/call":
-                _check_param_headers(fail, headers, catalog.param_headers(value), message.params)
+            _check_header(message, headers, b"mcp-name", "Mcp-Name", value)
+            specs = catalog.param_headers(value) if message.method == "tools/call" else ()
+            if specs:  # the tool declares Mcp-Param-* headers
+                _check_param_headers(message, headers, specs, message.params)
     return McpRequest(
         id=request_id,
         method=message.method,
@@ -135,16 +158,14 @@ def validate(
     )
 
 
-class _Failer:
-    def __init__(self, request_id: RequestId, *, legacy: bool) -> None:
-        self.request_id = request_id
-        self.legacy = legacy
-
-    def __call__(self, status: int, code: int, message: str, data: Any = None) -> ProtocolError:
-        if self.legacy and data is None:
-            # A 2025-era client opening with `initialize` cannot fall forward: name what works.
-            data = {"supported": list(MODERN_VERSIONS)}
-        return ProtocolError(status, code, message, data, request_id=self.request_id)
+def _fail(
+    request: IncomingMessage, status: int, code: int, text: str, data: Any = None
+) -> ProtocolError:
+    """The error `request` fails with (made only when it fails)."""
+    if request.method == "initialize" and data is None:
+        # A 2025-era client opening with `initialize` cannot fall forward: name what works.
+        data = {"supported": list(MODERN_VERSIONS)}
+    return ProtocolError(status, code, text, data, request_id=request.id)
 
 
 _Headers = dict[bytes, list[bytes]]
@@ -159,23 +180,30 @@ def _mcp_headers(asgi_scope: Scope) -> _Headers:
     return found
 
 
-def _header(fail: _Failer, headers: _Headers, name: bytes, label: str) -> str | None:
+def _header(message: IncomingMessage, headers: _Headers, name: bytes, label: str) -> str | None:
     """A header's value with optional whitespace trimmed; -32020 if it is sent twice."""
     values = headers.get(name, ())
     if len(values) > 1:
-        raise fail(400, HEADER_MISMATCH, f"Header mismatch: {label} header appears more than once")
+        raise _fail(
+            message, 400, HEADER_MISMATCH, f"Header mismatch: {label} header appears more than once"
+        )
     return values[0].decode("latin-1").strip(" \t") if values else None
 
 
-def _check_header(fail: _Failer, headers: _Headers, name: bytes, label: str, expected: str) -> None:
-    raw = _header(fail, headers, name, label)
+def _check_header(
+    message: IncomingMessage, headers: _Headers, name: bytes, label: str, expected: str
+) -> None:
+    raw = _header(message, headers, name, label)
     if raw is None:
-        raise fail(400, HEADER_MISMATCH, f"Header mismatch: {label} header is required")
+        raise _fail(message, 400, HEADER_MISMATCH, f"Header mismatch: {label} header is required")
     value = decode_header_value(raw)
     if value is None:
-        raise fail(400, HEADER_MISMATCH, f"Header mismatch: {label} header value is malformed")
+        raise _fail(
+            message, 400, HEADER_MISMATCH, f"Header mismatch: {label} header value is malformed"
+        )
     if value != expected:
-        raise fail(
+        raise _fail(
+            message,
             400,
             HEADER_MISMATCH,
             f"Header mismatch: {label} header value '{value}' does not match body value "
@@ -184,20 +212,26 @@ def _check_header(fail: _Failer, headers: _Headers, name: bytes, label: str, exp
 
 
 def _check_param_headers(
-    fail: _Failer, headers: _Headers, specs: tuple[ParamHeader, ...], params: Mapping[str, Any]
+    message: IncomingMessage,
+    headers: _Headers,
+    specs: tuple[ParamHeader, ...],
+    params: Mapping[str, Any],
 ) -> None:
     arguments = params.get("arguments")
     for spec in specs:
         label = f"Mcp-Param-{spec.header}"
-        raw = _header(fail, headers, b"mcp-param-" + spec.header.lower().encode("ascii"), label)
+        raw = _header(message, headers, b"mcp-param-" + spec.header.lower().encode("ascii"), label)
         value = None if raw is None else decode_header_value(raw)
         if raw is not None and value is None:
-            raise fail(400, HEADER_MISMATCH, f"Header mismatch: {label} header value is malformed")
+            raise _fail(
+                message, 400, HEADER_MISMATCH, f"Header mismatch: {label} header value is malformed"
+            )
         body_value = _value_at(arguments, spec.path)
         rendered = _render(body_value)
         if rendered is None:  # null, absent or not a scalar: no header is expected
             if value is not None:
-                raise fail(
+                raise _fail(
+                    message,
                     400,
                     HEADER_MISMATCH,
                     f"Header mismatch: {label} header is present but argument "
@@ -205,9 +239,12 @@ def _check_param_headers(
                 )
             continue
         if value is None:
-            raise fail(400, HEADER_MISMATCH, f"Header mismatch: {label} header is required")
+            raise _fail(
+                message, 400, HEADER_MISMATCH, f"Header mismatch: {label} header is required"
+            )
         if not _same_value(spec.kind, value, body_value, rendered):
-            raise fail(
+            raise _fail(
+                message,
                 400,
                 HEADER_MISMATCH,
                 f"Header mismatch: {label} header value '{value}' does not match body value "

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Final
 
 import pydantic
 from pydantic_core import PydanticSerializationError
@@ -142,6 +142,8 @@ class Tool:
         """The `tools/call` result for what the handler returned: a `ToolResult` as it is,
         content blocks as content, else structured content (a tool with an output schema)
         or one text block."""
+        if type(value) is str and self.output.schema is None:  # most tools: one text block
+            return {"content": [{"type": "text", "text": value}]}
         if isinstance(value, ToolResult):
             structured = None
             if value.structured_content is not None:
@@ -184,13 +186,16 @@ def tool_error(text: str) -> JsonObject:
     return {"content": [{"type": "text", "text": text}], "isError": True}
 
 
+_ANY: Final = pydantic.TypeAdapter(Any)  # building an adapter costs ~100 µs: once
+
+
 def to_content(value: Any) -> list[JsonObject]:
     """Turn a handler's return value into MCP content blocks."""
     if value is None:
         return []
     if isinstance(value, str):
         return [{"type": "text", "text": value}]
-    data = pydantic.TypeAdapter(Any).dump_python(value, mode="json")
+    data = _ANY.dump_python(value, mode="json")
     return [{"type": "text", "text": json.dumps(data, ensure_ascii=False)}]
 
 

@@ -45,11 +45,16 @@ class HandlerSignature:
     request_param: str | None = None
     dependencies: Dependencies | None = None
     _names: tuple[tuple[str, str], ...] = dataclasses.field(init=False, repr=False, compare=False)
+    _validate: Callable[[Any], BaseModel] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # (field name, parameter name) pairs, read once: `bind` runs on every call
         fields = self.arguments.model_fields.items()
         object.__setattr__(self, "_names", tuple((n, f.alias or n) for n, f in fields))
+        model = self.arguments  # a model not built yet (forward references) builds itself
+        complete = model.__pydantic_complete__
+        validate = model.__pydantic_validator__.validate_python if complete else None
+        object.__setattr__(self, "_validate", validate or model.model_validate)
 
     @property
     def parameters(self) -> dict[str, FieldInfo]:
@@ -67,8 +72,9 @@ class HandlerSignature:
 
         Raises `pydantic.ValidationError` when they do not fit the signature.
         """
-        model = self.arguments.model_validate(arguments)
-        kwargs = {param: getattr(model, name) for name, param in self._names}
+        # the model's own validator: `model_validate` is a Python wrapper around this call
+        fields = self._validate(arguments).__dict__
+        kwargs = {param: fields[name] for name, param in self._names}
         if self.context_param:
             kwargs[self.context_param] = ctx
         if self.token_param:

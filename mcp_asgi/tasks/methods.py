@@ -109,19 +109,19 @@ class TaskMethods:
             return lambda r, ctx, options: self._call_tool(
                 r, ctx, options, asgi_scope, body, inputs, client
             )
-        owner = _owner(asgi_scope)
         if method == LISTEN:  # may watch the caller's tasks (the client declares tasks)
             if not declares_tasks(request) or not self._server.has_tasks:
                 return None
-            watch = TaskWatch(self._supervisor.registry, owner)
+            watch = TaskWatch(self._supervisor.registry, _owner(asgi_scope))
             return lambda r, ctx, options: self._server.listen(r, ctx, options, watch)
+        if method not in _TASK_METHODS:
+            return None  # the owner's digest is worked out only for the methods it guards
+        owner = _owner(asgi_scope)
         if method == "tasks/get":
             return lambda r, ctx, options: self._get(r, owner, self._limits.key(asgi_scope))
         if method == "tasks/update":
             return lambda r, ctx, options: self._update(r, owner)
-        if method == "tasks/cancel":
-            return lambda r, ctx, options: self._cancel(r, owner)
-        return None
+        return lambda r, ctx, options: self._cancel(r, owner)
 
     # -- tools/call -------------------------------------------------------------------
 
@@ -267,6 +267,9 @@ class TaskMethods:
         result.setdefault("resultType", "complete")
         result["_meta"] = {SERVER_INFO_KEY: self._server.server_info}
         return result
+
+
+_TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 
 
 def declares_tasks(request: McpRequest) -> bool:

@@ -405,3 +405,47 @@ async def test_fastapi_security_scopes_in_a_tool(live: Live, ran: Ran) -> None:
         result = await client.call_tool("secured")
     assert result["content"][0]["text"] == "secured for agent"
     assert ran.calls == ["secured"]
+
+
+async def test_a_verified_token_is_remembered_until_it_expires(live: Live) -> None:
+    """Sent again, a verified token is not checked again (the same principal) while its
+    `exp` plus the leeway is ahead on the wall clock; then it is checked again."""
+    wall = [time.time()]
+    verifier = JwtVerifier(
+        issuers=[live.env.issuer],
+        audiences=[live.env.jwt_resource],
+        leeway=30.0,
+        wall_clock=lambda: wall[0],
+    )
+    exp = int(time.time()) + 3600
+    token = live.env.server.forge({"aud": live.env.jwt_resource, "exp": exp})
+    first = await verifier.verify(token)
+    assert await verifier.verify(token) is first
+    wall[0] = exp + 30.0
+    again = await verifier.verify(token)  # checked by PyJWT (on the real clock: still valid)
+    assert again is not first
+    assert again == first
+
+
+async def test_a_remembered_token_is_checked_again_with_the_refetched_keys(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once its issuer's keys are due for a refetch, a remembered token is checked against
+    the new key set: signed by a key rotated out, it is refused."""
+    now = [0.0]
+    verifier = JwtVerifier(
+        issuers=[live.env.issuer], audiences=[live.env.jwt_resource], clock=lambda: now[0]
+    )
+    token = live.env.server.forge({"aud": live.env.jwt_resource})
+    first = await verifier.verify(token)
+    assert await verifier.verify(token) is first
+
+    async def rotated(http: HttpJson, url: str) -> dict[str, Any]:
+        return {"keys": []}
+
+    monkeypatch.setattr(HttpJson, "get_json", rotated)
+    assert await verifier.verify(token) is first  # the keys are not due for a refetch yet
+    now[0] = 3600.0
+    with pytest.raises(InvalidToken) as refused:
+        await verifier.verify(token)
+    assert refused.value.reason == "unknown_key"
