@@ -21,10 +21,10 @@ RSS_MB_PER_10K = 2.0
 """Most RSS growth after the warm-up, in MB per 10,000 requests (200 bytes a request)."""
 
 SLACK: dict[str, tuple[int, float]] = {
-    "fds": (16, 0.25),
-    "threads": (4, 0.25),
-    "tasks": (32, 0.25),
-    "keys": (32, 0.25),
+    "fds": (16, 0.15),
+    "threads": (4, 0.15),
+    "tasks": (32, 0.15),
+    "keys": (32, 0.15),
 }
 """Per counted resource: (absolute slack, slack as a fraction of the warm-up's highest)."""
 

@@ -48,7 +48,7 @@ def take(pid: int, url: str, redis_url: str, started: float, requests: int) -> S
     fds = len(os.listdir(f"/proc/{pid}/fd"))
     tasks = httpx.get(url + TASKS_PATH, timeout=10).json()["tasks"]
     with redis.Redis.from_url(redis_url, socket_timeout=5) as client:
-        keys = int(client.dbsize())  # type: ignore[arg-type]
+        keys = int(client.dbsize())
     return Sample(
         t=round(time.monotonic() - started, 2),
         requests=requests,
