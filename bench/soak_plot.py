@@ -51,10 +51,11 @@ def table(report: dict[str, Any]) -> str:
     ]
     for g in report["growth"]:
         low, high = g["band"]
+        allowed = "not judged" if g["allowed"] is None else f"{g['allowed']:g}"
         rows.append(
             f"| {TITLES[g['resource']]} | {low:g} to {high:g} | {g['peak_after']:g} "
             f"| {g['per_minute']:+.4g} | {g['per_10k_requests']:+.4g} "
-            f"| {g['fitted_growth']:+.4g} | {g['allowed']:g} | {g['failure'] or 'flat'} |"
+            f"| {g['fitted_growth']:+.4g} | {allowed} | {g['failure'] or 'within'} |"
         )
     return "\n".join(rows)
 

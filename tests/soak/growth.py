@@ -2,15 +2,19 @@
 judged against stated bounds (counts of requests and of things, never times).
 
 - RSS: the fitted growth per 10,000 requests after the warm-up is below `RSS_MB_PER_10K`.
-- fds, threads, asyncio tasks, Redis keys: they stay in their warm-up band, that is, the
-  line fitted after the warm-up rises by at most the resource's slack over the whole
-  measured window, and no sample after the warm-up exceeds the warm-up's highest by more
-  than that slack (`SLACK`: an absolute count, or a fraction of the warm-up's highest,
-  whichever is larger).
+- fds, threads, asyncio tasks: they stay in their warm-up band, that is, the line fitted
+  after the warm-up rises by at most the resource's slack over the whole measured window,
+  and no sample after the warm-up exceeds the warm-up's highest by more than that slack
+  (`SLACK`: an absolute count, or a fraction of the warm-up's highest, whichever is
+  larger). The load's concurrency is fixed, so these do not follow the request rate.
+- Redis keys: their slope is reported, not judged. Every key lives a TTL, so their count
+  follows the request rate, which follows how busy the machine is; the soak asserts
+  instead that they all expire once the load stops (tests/soak/test_soak.py).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +28,6 @@ SLACK: dict[str, tuple[int, float]] = {
     "fds": (16, 0.15),
     "threads": (4, 0.15),
     "tasks": (32, 0.15),
-    "keys": (32, 0.15),
 }
 """Per counted resource: (absolute slack, slack as a fraction of the warm-up's highest)."""
 
@@ -62,7 +65,7 @@ class Growth:
             "fitted_growth": round(self.fitted_growth, 3),
             "band": list(self.band),
             "peak_after": self.peak_after,
-            "allowed": round(self.allowed, 3),
+            "allowed": None if math.isinf(self.allowed) else round(self.allowed, 3),
             "failure": self.failure,
         }
 
@@ -89,6 +92,8 @@ def _one(name: str, before: Sequence[Sample], after: Sequence[Sample]) -> Growth
         allowed = RSS_MB_PER_10K
         if per_request * 10_000 > allowed:
             failure = f"RSS grew {per_request * 10_000:.2f} MB per 10k requests (> {allowed})"
+    elif name not in SLACK:
+        allowed = float("inf")
     else:
         absolute, fraction = SLACK[name]
         allowed = max(absolute, fraction * band[1])

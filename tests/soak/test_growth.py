@@ -60,10 +60,16 @@ def test_rss_growth_beyond_the_bound_fails() -> None:
     assert _failures(_samples(rss_mb=per_sample / 3)) == {}
 
 
-@pytest.mark.parametrize("resource", ["fds", "threads", "tasks", "keys"])
+@pytest.mark.parametrize("resource", ["fds", "threads", "tasks"])
 def test_a_count_that_keeps_rising_fails(resource: str) -> None:
     # two more every sample: a leak of one per 50 requests
     assert set(_failures(_samples(**{resource: 2.0}))) == {resource}
+
+
+def test_the_key_count_is_reported_not_judged() -> None:
+    (keys,) = [g for g in judge(_samples(keys=2.0), WARMUP) if g.resource == "keys"]
+    assert keys.failure is None
+    assert keys.per_minute == pytest.approx(120, rel=0.05)
 
 
 def test_a_count_that_jumps_out_of_its_band_fails() -> None:
