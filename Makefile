@@ -8,7 +8,7 @@ NODE_STAMP := tests/node/node_modules/.installed-stamp
 AUTH_STAMP := tests/authserver/node_modules/.installed-stamp
 DOWNSTREAM_STAMP := tests/downstream/node/node_modules/.installed-stamp
 
-.PHONY: run test check test-deps backends e2e fleet package lint typecheck contracts docs docs-strict pytest conformance bench bench-quick format clean fastapi-range
+.PHONY: run test check test-deps backends e2e fleet soak package lint typecheck contracts docs docs-strict pytest conformance bench bench-quick format clean fastapi-range
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -75,6 +75,11 @@ e2e: $(STAMP) backends  ## only the real-backend telemetry tests (tests/backends
 FLEET_ROUNDS ?= 5
 fleet: $(STAMP) test-deps $(NODE_STAMP)  ## the rolling-restart rig of tests/fleet, longer: FLEET_ROUNDS rolling restarts under load, figures in fleet-report.json (make test runs one)
 	FLEET_ROUNDS=$(FLEET_ROUNDS) FLEET_REPORT=fleet-report.json $(BIN)/python -m pytest -q -s tests/fleet
+
+SOAK_SECONDS ?= 3600
+soak: $(STAMP) test-deps  ## the soak of tests/soak, longer: SOAK_SECONDS (an hour) of mixed load on one replica, failing on growth; samples in soak-report.json, their plot in docs/img/soak.svg (make test runs 2 minutes)
+	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_REPORT=soak-report.json $(BIN)/python -m pytest -q -s tests/soak/test_soak.py
+	$(BIN)/python -m bench.soak_plot soak-report.json --svg docs/img/soak.svg
 
 package: $(STAMP)  ## build the wheel and the sdist into dist/ and check them with twine
 	rm -rf dist
