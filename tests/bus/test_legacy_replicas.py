@@ -4,8 +4,7 @@ elicitation answer POSTed to B reach the request running on A; a stream A closed
 resumed on B; the official Python SDK cut off from A by the network resumes its call and its
 GET stream on B. Without a record, B answers 404. The workers run with
 `legacy_disconnect_cancels=False` (what resumption is for) and a short `retry`. The tests
-run on one redis-server and on a Redis Cluster (there, a session's keys share a slot),
-but the Python SDK's, which runs on one redis-server only (see there)."""
+run on one redis-server and on a Redis Cluster (there, a session's keys share a slot)."""
 
 from __future__ import annotations
 
@@ -184,11 +183,6 @@ async def test_on_a_cluster_a_sessions_keys_share_one_slot(
     assert len({slot for _, slot in keys}) == 1
 
 
-# One Redis only: B may read A's log of the away GET stream before A has appended the
-# notification to it (A logs until B's `stream` control message, B replays once): a race
-# of the stream's hand-over, which a cluster (the log, the bus and the control channel on
-# different masters) makes frequent enough to fail here (3 runs of 10 on a loaded machine).
-@pytest.mark.parametrize("replicas", ["redis"], indirect=True)
 async def test_the_python_sdk_cut_off_from_one_replica_resumes_on_another(
     replicas: tuple[str, str],
 ) -> None:
