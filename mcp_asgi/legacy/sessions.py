@@ -200,6 +200,11 @@ class LegacySession:
 
     # -- the GET stream ----------------------------------------------------------------
 
+    @property
+    def stream(self) -> StreamTurn | None:
+        """The turn of the session's GET stream (here), if one opened."""
+        return self._stream
+
     def open_stream(
         self, events: Any = None, *, away: bool = False
     ) -> tuple[StreamTurn, StreamTurn | None]:
