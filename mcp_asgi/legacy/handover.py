@@ -63,13 +63,12 @@ async def stop_logging(
 ) -> None:
     """The end of a stream's turn (`events`: its subscription): when a stream on another
     replica took over, settle the bus and log what `events` holds; then mark `log`
-    stopped, and the turn done. Never raises (a store out of reach is logged once by it)."""
+    stopped (also when the session ends here, at shutdown say: it may go on elsewhere),
+    and the turn done. Never raises (a store out of reach is logged once by it)."""
     try:
         with anyio.CancelScope(shield=True), anyio.move_on_after(SETTLE_WAIT + 2.0):
-            if session.closed.is_set():
-                return  # nobody resumes an ended session
             with contextlib.suppress(StoreUnavailable):
-                if turn.away and await settled(bus):
+                if turn.away and not session.closed.is_set() and await settled(bus):
                     for event in unread(events):
                         if event.id is not None and event.id in turn.told:
                             continue

@@ -6,7 +6,9 @@ that holds what Redis sends it, so that a change reaches A only after A was told
 The race (legacy.handover): a change published before B's GET stream subscribed, which
 reaches B's process before then and A's only after B's `stream` control message. Without
 the hand-over's settling, A stopped logging at the message and never logged the change, and
-B, which had it before subscribing, never sent it: lost."""
+B, which had it before subscribing, never sent it: lost. The other side: a change published
+once B subscribed, which A logs before it hears B (its store connection held): B has it
+twice, replays it from A's log and drops its own copy."""
 
 from __future__ import annotations
 
@@ -72,9 +74,11 @@ class Replica:
 
 
 @asynccontextmanager
-async def replica(url: str, channel: str, *, bus_url: str | None = None) -> AsyncIterator[Replica]:
+async def replica(
+    url: str, channel: str, *, bus_url: str | None = None, store_url: str | None = None
+) -> AsyncIterator[Replica]:
     bus = RedisBus(bus_url or url, channel=channel, timeout=5.0)
-    store = RedisStore(url)
+    store = RedisStore(store_url or url)
     sessions = SessionStore(ttl=60, max_sessions=10)
     session = sessions.create(
         protocol_version="2025-11-25", capabilities={}, client_info=None, session_id=SESSION
@@ -176,3 +180,68 @@ async def test_a_change_that_reaches_the_old_replica_after_the_take_over_is_not_
     ]
     ids = [e["id"] for e in second.events() if e.get("data")]
     assert len(set(ids)) == 2
+
+
+async def test_a_change_both_replicas_have_during_the_take_over_is_sent_once(
+    redis_server: RedisServer,
+) -> None:
+    """B's GET stream has subscribed and told the others; A, which hears that late (its
+    store connection held), logs a tools/list_changed meanwhile, which B's subscription got
+    as well. B's client gets it once."""
+    channel = "mcp_asgi:test:handover-twice"
+    async with AsyncExitStack() as stack:
+        proxy = await stack.enter_async_context(CutProxy.running(redis_server.port))
+        a = await stack.enter_async_context(
+            replica(redis_server.url, channel, store_url=f"redis://127.0.0.1:{proxy.port}/0")
+        )
+        b = await stack.enter_async_context(replica(redis_server.url, channel))
+        other = await stack.enter_async_context(replica(redis_server.url, channel))
+        await anyio.to_thread.run_sync(
+            wait_ready,
+            lambda: (
+                redis_server.subscribers(channel) == 3
+                and redis_server.subscribers("mcp_asgi:" + CONTROL) == 3
+            ),
+            "the replicas listening",
+        )
+        log = EventLog.new(a.store, SESSION, "g", SETTINGS)
+        first, gone = Sse(), anyio.Event()
+        gone.set()
+        await a.get(log, None, first.send, gone)
+        primed = first.events()[0]["id"]
+        turn_a = a.session.stream
+        assert turn_a is not None
+
+        proxy.hold()  # A hears nothing from its store: neither B's message nor its appends' OK
+        resumed = EventLog.of(b.store, SESSION, primed, SETTINGS)
+        assert resumed is not None
+        second, stay = Sse(), anyio.Event()
+        async with other.store.subscribe(CONTROL) as control, anyio.create_task_group() as tg:
+            tg.start_soon(b.get, resumed[0], resumed[1], second.send, stay)
+            with anyio.fail_after(10):
+                assert b"stream" in await anext(control)  # B subscribed, then told
+            await other.bus.publish(ChangeEvent("tools_list_changed"))
+            logged = EventLog.of(other.store, SESSION, primed, SETTINGS)
+            assert logged is not None
+
+            async def in_the_log() -> bool:
+                found = await other.store.read(log_name(logged[0]), logged[1])
+                return any(b"tools/list_changed" in entry.data for entry in found)
+
+            with anyio.fail_after(10):
+                while not await in_the_log():  # noqa: ASYNC110 - A logged it (its OK held in the proxy)
+                    await anyio.sleep(0.01)
+            assert not turn_a.replaced.is_set()  # A has not heard B yet
+            proxy.release()
+            await other.bus.publish(ChangeEvent("prompts_list_changed"))
+            await second.until("notifications/prompts/list_changed")
+            stay.set()
+    assert second.methods() == [
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+    ]
+
+
+def log_name(log: EventLog) -> str:
+    """The name of a log in the store (what `EventLog` reads and appends to)."""
+    return f"events:{{{SESSION}}}:{log.stream_id}"
