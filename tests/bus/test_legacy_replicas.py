@@ -186,14 +186,16 @@ async def test_on_a_cluster_a_sessions_keys_share_one_slot(
 async def test_the_python_sdk_cut_off_from_one_replica_resumes_on_another(
     replicas: tuple[str, str],
 ) -> None:
-    """The official Python SDK (legacy mode) reaches A through a proxy; after the call's
-    first progress the proxy is cut and sends new connections to B, and a tools/list_changed
-    is raised while the client is away. The SDK reconnects both streams with Last-Event-ID,
-    now to B: the call's progress 2 and result (B follows A's log in Redis) and the
-    notification (logged by A for its away GET stream, replayed by B)."""
+    """The official Python SDK (legacy mode) reaches A through a proxy; once its GET stream
+    has brought a first tools/list_changed (so the SDK holds an event id of it: a stream
+    cut before its first event reaches the client is opened anew, not resumed), and after
+    the call's first progress, the proxy is cut and sends new connections to B, and a
+    tools/list_changed is raised while the client is away. The SDK reconnects both streams
+    with Last-Event-ID, now to B: the call's progress 2 and result (B follows A's log in
+    Redis) and the notification (logged by A for its away GET stream, replayed by B)."""
     a_port, b_port = (int(url.rsplit(":", 1)[1].split("/")[0]) for url in replicas)
     seen: list[float] = []
-    first, changed = anyio.Event(), anyio.Event()
+    first, changes = anyio.Event(), [anyio.Event(), anyio.Event()]
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append(progress)
@@ -201,7 +203,7 @@ async def test_the_python_sdk_cut_off_from_one_replica_resumes_on_another(
 
     async def on_message(message: Any) -> None:
         if getattr(message, "method", None) == "notifications/tools/list_changed":
-            changed.set()
+            next(e for e in [*changes, anyio.Event()] if not e.is_set()).set()
 
     async with (
         CutProxy.running(a_port) as proxy,
@@ -213,6 +215,12 @@ async def test_the_python_sdk_cut_off_from_one_replica_resumes_on_another(
         async def call() -> None:
             results.append(await client.call_tool("paced", {}, progress_callback=on_progress))
 
+        async with httpx.AsyncClient(timeout=10) as http:
+            with anyio.fail_after(10):
+                while not changes[0].is_set():  # until the GET stream is up and brought it
+                    await http.post(replicas[0].removesuffix("/mcp") + "/notify")
+                    with anyio.move_on_after(1.0):  # (the stream not up yet: nobody got it)
+                        await changes[0].wait()
         tg.start_soon(call)
         with anyio.fail_after(10):
             await first.wait()
@@ -222,7 +230,7 @@ async def test_the_python_sdk_cut_off_from_one_replica_resumes_on_another(
         async with httpx.AsyncClient(timeout=10) as http:
             await http.post(replicas[1].removesuffix("/mcp") + "/notify")
         with anyio.fail_after(15):
-            await changed.wait()
+            await changes[1].wait()
     assert results[0].content[0].text == "paced"
     assert seen == [1.0, 2.0]
     assert proxy.connections > before  # the client came back, to B
