@@ -66,16 +66,19 @@ async def stop_logging(
     stopped (also when the session ends here, at shutdown say: it may go on elsewhere),
     and the turn done. Never raises (a store out of reach is logged once by it)."""
     try:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(SETTLE_WAIT + 2.0):
-            with contextlib.suppress(StoreUnavailable):
-                if turn.away and not session.closed.is_set() and await settled(bus):
-                    for event in unread(events):
-                        if event.id is not None and event.id in turn.told:
-                            continue
-                        message = notification(event, session)
-                        if message is not None:
-                            await log.append(dump(message), note=event.id)
-                await log.mark_stopped()
+        with (
+            anyio.CancelScope(shield=True),
+            anyio.move_on_after(SETTLE_WAIT + 2.0),
+            contextlib.suppress(StoreUnavailable),
+        ):
+            if turn.away and not session.closed.is_set() and await settled(bus):
+                for event in unread(events):
+                    if event.id is not None and event.id in turn.told:
+                        continue
+                    message = notification(event, session)
+                    if message is not None:
+                        await log.append(dump(message), note=event.id)
+            await log.mark_stopped()
     finally:
         turn.done.set()
 
