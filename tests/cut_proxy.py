@@ -1,6 +1,7 @@
 """A TCP proxy on 127.0.0.1 that a test can sever: every connection through it is closed at
 once on both sides (real sockets, as a network cut looks to the client and the server), and
-the next connections may go to another upstream (a second replica)."""
+the next connections may go to another upstream (a second replica); or held: what the
+upstream sends waits in the proxy until it is released (a slow link, in one direction)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,17 @@ class CutProxy:
         self.connections = 0
         """How many connections came through so far."""
         self._open: dict[anyio.CancelScope, anyio.Event] = {}  # each one's end
+        self._flowing = anyio.Event()
+        self._flowing.set()
+
+    def hold(self) -> None:
+        """From now on, what the upstream sends waits here (the client's side still goes)."""
+        if self._flowing.is_set():
+            self._flowing = anyio.Event()
+
+    def release(self) -> None:
+        """Let what the upstream sent through, in order."""
+        self._flowing.set()
 
     @property
     def url(self) -> str:
@@ -63,15 +75,22 @@ class CutProxy:
                     try:
                         async with anyio.create_task_group() as tg:
                             tg.start_soon(_pipe, client, upstream, tg.cancel_scope)
-                            tg.start_soon(_pipe, upstream, client, tg.cancel_scope)
+                            tg.start_soon(_pipe, upstream, client, tg.cancel_scope, self)
                     finally:
                         del self._open[scope]
         ended.set()  # both sockets closed
 
 
-async def _pipe(source: SocketStream, sink: SocketStream, done: anyio.CancelScope) -> None:
+async def _pipe(
+    source: SocketStream,
+    sink: SocketStream,
+    done: anyio.CancelScope,
+    gate: CutProxy | None = None,
+) -> None:
     try:
         async for chunk in source:
+            if gate is not None:
+                await gate._flowing.wait()
             await sink.send(chunk)
     except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         pass

@@ -15,7 +15,7 @@ import math
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol
 
 import anyio
@@ -51,6 +51,10 @@ class ChangeEvent:
     `resource_updated` or `task_status`."""
     uri: str | None = None
     """The updated resource's URI (`resource_updated`), the task's id (`task_status`)."""
+    id: str | None = field(default=None, compare=False)
+    """This event's identity across processes (`RedisBus` gives one); not part of what
+    the change is, so equal changes still coalesce. A stream handed over between replicas
+    drops what it has already replayed by it."""
 
 
 class NotificationBus(Protocol):
@@ -73,6 +77,16 @@ class NotificationBus(Protocol):
     def running(self) -> AbstractAsyncContextManager[None]:
         """Background work the bus needs while the app runs (entered around the lifespan)."""
         ...
+
+
+async def settle(bus: NotificationBus) -> None:
+    """Return once what this process published before the call has gone out, and what
+    anyone published before then has reached this process's subscribers: at once for a
+    bus that delivers as it publishes (in process), after a round trip for `RedisBus`
+    (its `settle`). Unbounded: the caller bounds it."""
+    settling = getattr(bus, "settle", None)
+    if settling is not None:
+        await settling()
 
 
 class LoopBinding:

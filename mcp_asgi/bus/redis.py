@@ -23,6 +23,11 @@ with SPUBLISH and heard with SSUBSCRIBE on the master that owns the channel's ha
 only, instead of crossing the cluster bus to every node. When that slot moves (a failover,
 a resharding), Redis ends the subscription; that counts as an outage like any other, and
 the bus subscribes again on the new owner.
+
+Each event carries an id (`ChangeEvent.id`: this process's `origin` and a count), and
+`settle()` publishes a marker through the outbox and waits for it to come back: one channel
+is delivered in order, so by then this process's earlier events are out and everyone's
+earlier events are in (a 2025-era GET stream handed over between replicas relies on both).
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
+import itertools
 import json
 import random
 import uuid
@@ -103,6 +110,8 @@ class RedisBus:
         self._local = InProcessBus(buffer=buffer)
         self._loop = LoopBinding()
         self._outbox: collections.deque[bytes] = collections.deque(maxlen=outbox)
+        self._count = itertools.count(1)  # the events' and markers' ids
+        self._settling: dict[int, anyio.Event] = {}
         self._wake: anyio.Event | None = None
         self._initial = reconnect_initial
         self._max = reconnect_max
@@ -168,6 +177,20 @@ class RedisBus:
         finally:
             self._running -= 1
 
+    async def settle(self) -> None:
+        """Return once this process's events published before the call have been sent to
+        Redis and every event published on the channel before then has been delivered
+        here (a marker sent through the outbox came back). Waits through an outage:
+        the caller bounds it."""
+        self._ensure_running()
+        mark = next(self._count)
+        back = self._settling[mark] = anyio.Event()
+        self._queue({"o": self.origin, "b": mark})
+        try:
+            await back.wait()
+        finally:
+            del self._settling[mark]
+
     async def aclose(self) -> None:
         """Stop a listener that was started lazily (`running()` stops its own)."""
         task, self._lazy_task = self._lazy_task, None
@@ -179,11 +202,15 @@ class RedisBus:
     # -- internals -----------------------------------------------------------------------
 
     def _publish(self, event: ChangeEvent) -> None:
+        if event.id is None:
+            event = dataclasses.replace(event, id=f"{self.origin}:{next(self._count)}")
         self._local.deliver(event)
+        self._queue({"o": self.origin, "k": event.kind, "u": event.uri, "i": event.id})
+
+    def _queue(self, message: dict[str, Any]) -> None:
         if len(self._outbox) == self._outbox.maxlen:
             self._dropped.add(1)
             logger.warning("bus outbox full: oldest change event dropped")
-        message = {"o": self.origin, "k": event.kind, "u": event.uri}
         self._outbox.append(json.dumps(message, separators=(",", ":")).encode())
         if self._wake is not None:
             self._wake.set()
@@ -297,11 +324,20 @@ class RedisBus:
         try:
             message = json.loads(data)
             if message["o"] == self.origin:
+                back = self._settling.get(message.get("b"))  # our marker: settled
+                if back is not None:
+                    back.set()
                 return None
+            if "b" in message:
+                return None  # another process's marker
             if message["k"] not in CHANGE_KINDS:
                 raise ValueError(message["k"])
-            uri = message.get("u")
-            return ChangeEvent(message["k"], uri if isinstance(uri, str) else None)
+            uri, id_ = message.get("u"), message.get("i")
+            return ChangeEvent(
+                message["k"],
+                uri if isinstance(uri, str) else None,
+                id=id_ if isinstance(id_, str) else None,
+            )
         except (ValueError, KeyError, TypeError):
             logger.warning("bus: ignored a malformed message on %s", self.channel)
             return None

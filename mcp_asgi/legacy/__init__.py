@@ -3,8 +3,9 @@
 `era` tells the eras apart, `sessions` holds the `Mcp-Session-Id` sessions, `endpoint`
 serves their POSTs, GET streams and DELETEs, `methods` adapts methods and results, `stream`
 is the GET stream (`notify` what it carries, `parked` its notifications logged while its
-client is away), `resumable`/`resume` the event logs and `Last-Event-ID`, `outbound` the
-server's own requests to the client, `shared` sessions across replicas. Sits above the
+client is away, `handover` its move between replicas), `resumable`/`resume` the event logs
+and `Last-Event-ID`, `outbound` the server's own requests to the client, `shared` sessions
+across replicas. Sits above the
 server (it dispatches to it) and below the middleware. See docs/compatibility.md.
 """
 

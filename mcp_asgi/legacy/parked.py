@@ -11,7 +11,9 @@ client's GET with `Last-Event-ID` replays them.
             `stream` message of the control channel): it takes over what is unread,
           - the session ends, or
           - `legacy_resume_ttl` has passed since the client went (the log then expires
-            `legacy_resume_ttl` after its last event).
+            `legacy_resume_ttl` after its last event);
+        then it marks the log stopped (legacy.handover: a stream on another replica first
+        gets what the bus still brings).
 
 The tasks live in the app's lifespan (`LegacyEndpoint.running`), never in the GET's own
 ASGI call: a server waiting for its connections' tasks at shutdown is not held up by a
@@ -30,6 +32,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from mcp_asgi._loggers import sessions_logger as logger
 from mcp_asgi.bus.in_process import ChangeEvent, NotificationBus
 from mcp_asgi.http.reply import dump
+from mcp_asgi.legacy.handover import stop_logging
 from mcp_asgi.legacy.notify import notification, unread
 from mcp_asgi.legacy.resumable import EventLog
 from mcp_asgi.legacy.sessions import LegacySession, StreamTurn
@@ -91,21 +94,21 @@ class ParkedStreams:
                         tg.start_soon(stop_on, session.closed)
                         tg.start_soon(stop_on, turn.replaced)
                         for event in left:
-                            await _log(session, log, event)
+                            await _log(session, log, event, turn)
                         async for event in events:
-                            if turn.replaced.is_set():
+                            if turn.replaced.is_set() and not turn.away:
                                 break  # the newer stream subscribed before: it has this one
-                            await _log(session, log, event)
+                            await _log(session, log, event, turn)
                         tg.cancel_scope.cancel()
             except Exception as error:  # the store is down: the client will miss these
                 logger.warning("notifications of a parked stream lost: %s", type(error).__name__)
             finally:
-                turn.done.set()
+                await stop_logging(session, bus, log, turn, events)
 
 
-async def _log(session: LegacySession, log: EventLog, event: ChangeEvent) -> None:
+async def _log(session: LegacySession, log: EventLog, event: ChangeEvent, turn: StreamTurn) -> None:
     message = notification(event, session)
-    if message is None:
+    if message is None or (event.id is not None and event.id in turn.told):
         return
     with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):  # taken: never half-done
-        await log.append(dump(message))
+        await log.append(dump(message), note=event.id)

@@ -18,7 +18,10 @@ is `events:<session id>:<stream id>`, bounded (`legacy_resume_events`) and expir
 (`legacy_resume_ttl` after its last event); a request's log is marked finished
 (`events:…:done`) with its last event, so a GET resuming from that event ends at once. A
 stream id starting with `r` is a request's, with `g` a GET stream's (whose log has no end:
-the next GET stream of the session goes on with it).
+the next GET stream of the session goes on with it). A GET stream's log also says who
+writes to it: a notification names its bus event (`ChangeEvent.id`), and a stream that
+stops logging ends its turn with a mark, one that resumes it opens its turn with another
+(`take_over`, legacy.handover).
 
 While the store is out of reach (`StoreUnavailable`), events are still written, without
 ids (and a stream opens without its priming event): the client gets them live, but cannot
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -44,6 +47,9 @@ _START: Final = b"s"  # the stream's first entry: its id is the priming event's
 _MESSAGE: Final = b"m"
 _FINAL: Final = b"f"  # the request's response: a follower stops after it
 _END: Final = b"e"  # the request ended without one (cancelled): a follower stops
+_NOTE: Final = b"n"  # a GET stream's notification: the bus event's id, a newline, the message
+_OPENED: Final = b"o"  # a GET stream goes on logging here (it resumed the log)
+_STOPPED: Final = b"x"  # the GET stream that logged here stopped (handed over, or gone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +101,13 @@ class EventLog:
         """Begin the log; the id the priming event carries."""
         return self.event_id(await self._append(_START))
 
-    async def append(self, body: bytes, *, final: bool = False) -> str:
-        """Log one message (the request's response when `final`); its event id."""
-        position = await self._append((_FINAL if final else _MESSAGE) + body)
+    async def append(self, body: bytes, *, final: bool = False, note: str | None = None) -> str:
+        """Log one message (the request's response when `final`; the notification of the
+        bus event whose id is `note`); its event id."""
+        if note is not None:
+            position = await self._append(_NOTE + note.encode() + b"\n" + body)
+        else:
+            position = await self._append((_FINAL if final else _MESSAGE) + body)
         if final:
             await self._finished()
         return self.event_id(position)
@@ -106,6 +116,40 @@ class EventLog:
         """Mark the end of a request that has no response (a follower stops)."""
         await self._append(_END)
         await self._finished()
+
+    async def mark_opened(self) -> None:
+        """A GET stream that resumed this log logs here from now on."""
+        await self._append(_OPENED)
+
+    async def mark_stopped(self) -> None:
+        """The GET stream that logged here has stopped (nothing more from it)."""
+        await self._append(_STOPPED)
+
+    async def take_over(
+        self, after: str, *, wait: float
+    ) -> AsyncGenerator[tuple[str, bytes, str | None]]:
+        """The notifications after `after` (event id, the message, its bus event's id), up
+        to the point where the stream that logged them has stopped (its mark, with none
+        opened after it): waiting for it at most `wait` seconds in all, then
+        `TimeoutError`. The stream `after` came from counts as logging until it stops."""
+        logging, deadline = True, anyio.current_time() + wait
+        while True:
+            left = deadline - anyio.current_time()
+            if logging and left <= 0:
+                raise TimeoutError(f"the stream logging here did not stop within {wait:g}s")
+            entries = await self._store.read(self._name, after, wait=left if logging else 0)
+            for entry in entries:
+                after = entry.position
+                kind, body = entry.data[:1], entry.data[1:]
+                if kind in (_OPENED, _STOPPED):
+                    logging = kind == _OPENED
+                elif kind == _NOTE:
+                    note, _, message = body.partition(b"\n")
+                    yield self.event_id(after), message, note.decode()
+                elif kind == _MESSAGE:
+                    yield self.event_id(after), body, None
+            if not logging and len(entries) < 100:  # read to the end: nobody logs here
+                return
 
     async def exists(self) -> bool:
         """Whether the log holds anything (not expired, and once written)."""
@@ -137,6 +181,8 @@ class EventLog:
                 if kind == _END:
                     yield self.event_id(after), b"", True
                     return
+                if kind == _NOTE:
+                    yield self.event_id(after), body.partition(b"\n")[2], False
                 if kind in (_MESSAGE, _FINAL):
                     yield self.event_id(after), body, kind == _FINAL
                     if kind == _FINAL:
@@ -203,10 +249,11 @@ class ResumableWriter(ReplyWriter):
         writer._started_log = True
         return writer
 
-    async def notify(self, message: Any) -> bool:
+    async def notify(self, message: Any, *, note: str | None = None) -> bool:
+        """Log and write a notification (`note`: the id of the bus event it tells of)."""
         if self._mode == "json":
             return True
-        return await self._emit(dump(message), final=False)
+        return await self._emit(dump(message), final=False, note=note)
 
     async def keepalive(self) -> bool:
         if not self._live:
@@ -257,13 +304,13 @@ class ResumableWriter(ReplyWriter):
         await self._end_log()
         await super().end()
 
-    async def _emit(self, body: bytes, *, final: bool) -> bool:
+    async def _emit(self, body: bytes, *, final: bool, note: str | None = None) -> bool:
         async with self._order:
             if self._final:
                 return False
             await self._open_log()
             try:
-                event_id: str | None = await self._log.append(body, final=final)
+                event_id: str | None = await self._log.append(body, final=final, note=note)
             except StoreUnavailable:  # logged once by the store: sent live, not resumable
                 event_id = None
             self._final = final

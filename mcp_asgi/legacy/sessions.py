@@ -63,14 +63,18 @@ class StreamTurn:
     """One GET stream's turn as the session's stream (live, or logging while its client is
     away): `replaced` is set when a newer stream takes over, `done` when this one has
     stopped logging; `events` is its subscription to the bus (the next stream takes over
-    what is left unread in it)."""
+    what is left unread in it, on this replica); `away`: the newer stream is on another
+    replica (this one logs what its subscription holds first: legacy.handover); `told`:
+    the ids of the bus events the log it resumed already holds (not to be sent again)."""
 
-    __slots__ = ("done", "events", "replaced")
+    __slots__ = ("away", "done", "events", "replaced", "told")
 
     def __init__(self, events: Any = None) -> None:
         self.events = events
         self.replaced = anyio.Event()
         self.done = anyio.Event()
+        self.away = False
+        self.told: set[str] = set()
 
 
 class LegacySession:
@@ -196,14 +200,22 @@ class LegacySession:
 
     # -- the GET stream ----------------------------------------------------------------
 
-    def open_stream(self, events: Any = None) -> tuple[StreamTurn, StreamTurn | None]:
+    @property
+    def stream(self) -> StreamTurn | None:
+        """The turn of the session's GET stream (here), if one opened."""
+        return self._stream
+
+    def open_stream(
+        self, events: Any = None, *, away: bool = False
+    ) -> tuple[StreamTurn, StreamTurn | None]:
         """Make a new GET stream the session's only one (a message is never sent on two
         streams): its turn, and the turn it replaces (now `replaced`), if any. `events`:
         the new stream's subscription to the bus, whose unread events the next stream
-        takes over."""
+        takes over; `away`: the new stream is on another replica."""
         previous = self._stream
         self._stream = StreamTurn(events)
         if previous is not None:
+            previous.away = away
             previous.replaced.set()
         return self._stream, previous
 

@@ -8,7 +8,8 @@
     replica B: notifications/cancelled, DELETE ─► sessions:control ─► every replica
                cancels the request / ends the session where it runs
     replica B: a GET stream opens ─► sessions:control ─► the other replicas end theirs
-               (live, or logging for a client that went away: legacy.parked)
+               (live, or logging for a client that went away: legacy.parked), and B
+               resumes their log where they stopped (legacy.handover)
 
 A replica that does not know a session and finds no record answers 404 (the client
 initializes again). Without a shared store (memory) nothing here runs: sessions live in
@@ -179,7 +180,7 @@ class SharedSessions:
         elif message.get("op") == "close":
             self._sessions.close(session)
         elif message.get("op") == "stream" and message.get("from") != self._me:
-            turn, _ = session.open_stream()  # the other replica's stream is the session's now
+            turn, _ = session.open_stream(away=True)  # the other replica's stream is the session's
             turn.done.set()
 
     async def _publish(self, op: str, session: LegacySession, **fields: Any) -> None:

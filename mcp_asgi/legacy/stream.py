@@ -11,12 +11,15 @@ same log.
 ::
 
     subscribe to the bus ─► take over what the previous stream left unread, wait until it
-    has stopped logging ─► [replay the log] ─► live: notifications, keep-alives ─►
+    has stopped logging ─► [settle the bus, tell the other replicas, replay the log up to
+    where the stream that logged it stopped] ─► live: notifications (but those replayed),
+    keep-alives ─►
       the client goes  ─► parked (legacy.parked): its notifications still logged
-      session ends, a newer stream replaces this one ─► end
+      session ends, a newer stream replaces this one ─► the log marked stopped ─► end
 
-Nothing is lost between two streams of a session: the next one takes over the unread
-events of the previous one's subscription at the moment it subscribes itself.
+Nothing is lost between two streams of a session, nor sent twice: on one replica the next
+one takes over the unread events of the previous one's subscription at the moment it
+subscribes itself; across replicas, see legacy.handover.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import anyio
 from starlette.types import Receive, Send
 
 from mcp_asgi.bus.in_process import ChangeEvent, NotificationBus
+from mcp_asgi.legacy.handover import settled, stop_logging, take_over
 from mcp_asgi.legacy.notify import notification, unread
 from mcp_asgi.legacy.parked import ParkedStreams
 from mcp_asgi.legacy.resumable import EventLog, ResumableWriter
@@ -68,6 +72,8 @@ async def serve_stream(
                     with anyio.move_on_after(5.0):
                         await previous.done.wait()  # its last events are in the log
                 if opened is not None:
+                    if replay_after is not None:  # our events out before the others stop
+                        await settled(bus)
                     await opened()
                 if await _run(
                     session,
@@ -86,7 +92,7 @@ async def serve_stream(
                         await parked.park(session, bus, log, turn)
             finally:
                 if turn.events is events:  # not parked: this stream has stopped logging
-                    turn.done.set()
+                    await stop_logging(session, bus, log, turn, events)
         await writer.close()
     finally:
         release()
@@ -106,7 +112,9 @@ async def _run(
     """The stream while its client is there; whether it ended because the client went."""
     if not await writer.keepalive():  # opens the stream
         return True
-    if replay_after is not None and not await _replay(log, replay_after, writer):
+    if replay_after is not None and not await take_over(
+        log, replay_after, writer.replay, turn.told
+    ):
         return True
     gone = False
     async with anyio.create_task_group() as tg:
@@ -132,32 +140,28 @@ async def _forward(
     writer: ResumableWriter,
     turn: StreamTurn,
 ) -> None:
-    """Write (and log) the notifications; an event received once a newer stream took over
-    is that stream's (it subscribed before), so it is left to it."""
+    """Write (and log) the notifications, but those the resumed log told already; an
+    event received once a newer stream on this replica took over is that stream's (it
+    subscribed before), so it is left to it (one on another replica relies on our log)."""
     for event in left:
-        if not await _notify(event, session, writer):
+        if not await _notify(event, session, writer, turn):
             return
     async for event in events:
-        if turn.replaced.is_set() or not await _notify(event, session, writer):
+        if turn.replaced.is_set() and not turn.away:
+            return
+        if not await _notify(event, session, writer, turn):
             return
 
 
-async def _notify(event: ChangeEvent, session: LegacySession, writer: ResumableWriter) -> bool:
+async def _notify(
+    event: ChangeEvent, session: LegacySession, writer: ResumableWriter, turn: StreamTurn
+) -> bool:
     message = notification(event, session)
-    if message is None:
+    if message is None or (event.id is not None and event.id in turn.told):
         return True
     with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):  # taken: never half-done
-        return await writer.notify(message)
+        return await writer.notify(message, note=event.id)
     return False
-
-
-async def _replay(log: EventLog, after: str, writer: ResumableWriter) -> bool:
-    async for event_id, body, _ in log.follow(after, wait=0):
-        if body is None:
-            return True  # caught up
-        if body and not await writer.replay(event_id, body):
-            return False
-    return True
 
 
 async def _keepalive(writer: ResumableWriter, interval: float) -> None:

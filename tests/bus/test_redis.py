@@ -10,6 +10,7 @@ import pytest
 
 from mcp_asgi.bus import ChangeEvent
 from mcp_asgi.bus.redis import RedisBus, bus_from_url
+from mcp_asgi.legacy.notify import unread
 from mcp_asgi.testing import McpStream, McpTestClient
 
 from ..helpers import Otel, eventually, next_message, trigger
@@ -107,6 +108,34 @@ async def test_own_events_are_not_delivered_twice(redis_server: RedisServer) -> 
         first = await events.__anext__()
         second = await events.__anext__()
     assert [first.kind, second.kind] == ["tools_list_changed", "prompts_list_changed"]
+
+
+async def test_settling_brings_every_earlier_event_with_its_id(redis_server: RedisServer) -> None:
+    """`settle()` on the publisher (its event is out), then on another process (what was out
+    is in): the event is there at once, with the id its publisher gave it; the markers
+    themselves are no events."""
+    channel = f"settle:{redis_server.port}"
+    bus, other = (
+        RedisBus(redis_server.url, channel=channel),
+        RedisBus(redis_server.url, channel=channel),
+    )
+    async with (
+        bus.running(),
+        other.running(),
+        bus.subscribe() as mine,
+        other.subscribe() as theirs,
+    ):
+        await eventually(lambda: redis_server.subscribers(channel) == 2, what="both subscribed")
+        await other.publish(ChangeEvent("tools_list_changed"))
+        with anyio.fail_after(10):
+            await other.settle()
+            await bus.settle()
+        published = unread(theirs)
+        arrived = unread(mine)
+    assert published == arrived == [ChangeEvent("tools_list_changed")]
+    assert arrived[0].id is not None
+    assert arrived[0].id == published[0].id
+    assert arrived[0].id.startswith(other.origin)
 
 
 async def test_without_a_lifespan_the_bus_starts_on_first_use(redis_server: RedisServer) -> None:
