@@ -18,6 +18,7 @@ from mcp_asgi.testing import McpTestClient, serve
 
 from ..helpers import host_app
 from .apps import Ran, protected_app, protected_server
+from .authserver import SERVER_CLIENT_ID, SERVER_CLIENT_SECRET
 from .conftest import AuthEnv
 
 BURST = 5
@@ -103,20 +104,33 @@ async def statuses(url: str, tokens: Sequence[str]) -> list[int]:
     return found
 
 
+@pytest.mark.parametrize("verification", ["jwt", "introspection"])
 async def test_one_valid_token_in_many_concurrent_requests_at_cold_start(
-    auth_env: AuthEnv,
+    auth_env: AuthEnv, verification: str
 ) -> None:
-    """The built-in JWT verifier, its keys not fetched yet: 3 x auth_failure_burst requests
-    with one valid token at once are all served (none was refused, nothing is spent)."""
+    """The built-in verifiers, nothing fetched or cached yet (the issuer's metadata, its
+    JWKS, the introspection answer): 3 x auth_failure_burst requests with one valid token
+    at once are all served (none was refused, nothing is spent)."""
+    settings: dict[str, Any] = {}
+    if verification == "jwt":
+        resource, port = auth_env.jwt_resource, auth_env.jwt_port
+    else:
+        resource, port = auth_env.opaque_resource, auth_env.opaque_port
+        settings = {
+            "auth_verification": "introspection",
+            "auth_client_id": SERVER_CLIENT_ID,
+            "auth_client_secret": SERVER_CLIENT_SECRET,
+        }
     app = protected_app(
         protected_server(Ran()),
-        auth_resource=auth_env.jwt_resource,
+        auth_resource=resource,
         auth_issuers=[auth_env.issuer],
         auth_failure_burst=BURST,
         auth_failure_rate=0.01,
+        **settings,
     )
-    token = auth_env.server.token(auth_env.jwt_resource, "tools:read")
-    with serve(app, port=auth_env.jwt_port) as server:
+    token = auth_env.server.token(resource, "tools:read")
+    with serve(app, port=port) as server:
         assert await statuses(server.url + "/mcp", [token] * N) == [200] * N
 
 
