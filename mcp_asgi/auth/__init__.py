@@ -11,6 +11,8 @@ RFC 8707, RFC 6750), and the principal every request is bound to.
     discovery      authorization-server metadata and JSON over HTTP (httpx)
     guard          Authenticator: the bearer token or the host app's identity, the 401,
                    400 and 403 challenges
+    verifications  one verification per token at once, within the client's budget of
+                   refused tokens (the FailureBudget protocol, auth_failure_rate)
     metadata       Protected Resource Metadata (RFC 9728) and ProtectedResourceMetadata,
                    the well-known documents for an outer app
 

@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Final, Protocol
+from typing import Final
 from urllib.parse import parse_qsl
 
 from starlette.types import Scope
 
 from mcp_asgi._loggers import auth_logger as logger
 from mcp_asgi.auth.principal import PRINCIPAL_KEY, Principal, host_principal, missing_scopes
-from mcp_asgi.auth.verifier import InvalidToken, TokenVerifier, VerifierUnavailable
+from mcp_asgi.auth.verifications import FailureBudget, Verifications
+from mcp_asgi.auth.verifier import InvalidToken, TokenVerifier
 from mcp_asgi.protocol.headers import header
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError, RequestId
 
@@ -82,19 +83,6 @@ class AuthError(ProtocolError):
         """The response headers: the `WWW-Authenticate` challenge."""
 
 
-class FailureBudget(Protocol):
-    """How many tokens a client may have refused: one is spent before each token is
-    verified (so a flood of bad tokens is stopped before it reaches the issuer), and given
-    back when the token was not refused."""
-
-    def spend(self, asgi_scope: Scope) -> str:
-        """Spend one for the request's client; raise (a 429) when none is left. Returns
-        the client's key, for `refund`."""
-
-    def refund(self, client: str) -> None:
-        """Give back the one spent for `client` (what `spend` returned)."""
-
-
 def _quoted(value: str) -> str:
     return '"' + _UNSAFE.sub("", value) + '"'
 
@@ -107,7 +95,8 @@ class Authenticator:
     - `required_scopes`: what every request needs (checked at authentication).
     - `host_identity`: trust the identity the host app put in `scope["user"]` /
       `scope["auth"]` (a request with it needs no token).
-    - `failures`: the clients' budgets of refused tokens, or None for no limit.
+    - `failures`: the clients' budgets of refused tokens, or None for no limit (how it
+      is charged: `mcp_asgi.auth.verifications`).
     """
 
     def __init__(
@@ -123,9 +112,8 @@ class Authenticator:
             raise ValueError("an Authenticator needs a token verifier or the host identity")
         self.metadata_url = metadata_url
         self.required_scopes = tuple(required_scopes)
-        self._verifier = verifier
+        self._verifications = Verifications(verifier, failures) if verifier else None
         self._host_identity = host_identity
-        self._failures = failures
 
     def challenge(
         self, *, error: str | None = None, description: str | None = None, scopes: Sequence[str]
@@ -187,28 +175,21 @@ class Authenticator:
         token = token.strip(" ")
         if scheme.lower() != "bearer" or not _TOKEN68.fullmatch(token):
             raise self._invalid("malformed", "The Authorization header is malformed")
-        if self._verifier is None:
+        if self._verifications is None:
             raise self._invalid("malformed", "This endpoint accepts no bearer tokens")
-        failures = self._failures  # its 429 comes before the issuer is asked
-        client = failures.spend(asgi_scope) if failures is not None else ""
-        try:
-            principal = await self._verifier.verify(token)
-        except InvalidToken as refused:
-            logger.info("access token refused: %s", refused.reason)
-            raise self._invalid(refused.reason, refused.description) from None
-        except VerifierUnavailable as exc:
-            if failures is not None:
-                failures.refund(client)  # not the client's failure
-            logger.warning("cannot verify access tokens: %s", exc)
-            raise AuthError(
-                503,
-                "unavailable",
-                "Service Unavailable: the access token cannot be verified now",
-                challenge=None,
-            ) from None
-        if failures is not None:
-            failures.refund(client)
-        return principal
+        outcome = await self._verifications.verify(token, asgi_scope)
+        if isinstance(outcome, Principal):
+            return outcome
+        if isinstance(outcome, InvalidToken):
+            logger.info("access token refused: %s", outcome.reason)
+            raise self._invalid(outcome.reason, outcome.description)
+        logger.warning("cannot verify access tokens: %s", outcome)
+        raise AuthError(
+            503,
+            "unavailable",
+            "Service Unavailable: the access token cannot be verified now",
+            challenge=None,
+        )
 
     def _invalid(self, reason: str, description: str) -> AuthError:
         return AuthError(

@@ -35,6 +35,8 @@ class TokenVerifier(Protocol):
     must accept only tokens issued for this endpoint (their audience is the resource URL,
     RFC 8707): the built-in verifiers check the issuer, the audience, the expiry and the
     signature or the introspection answer. The endpoint checks the scopes afterwards.
+    Concurrent requests with the same token await one `verify` call; a token it refuses
+    spends its client's `auth_failure_rate` budget.
     """
 
     async def verify(self, token: str) -> Principal:

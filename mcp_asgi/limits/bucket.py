@@ -34,18 +34,17 @@ class Buckets:
             self._sweep(now)
         return 0.0
 
-    def refund(self, key: str) -> None:
-        """Give back one token taken for `key` (never above the burst)."""
-        entry = self._buckets.get(key)
-        if entry is not None:
-            tokens, at = entry
-            self._buckets[key] = (min(self._burst, tokens + 1.0), at)
+    def level(self, key: str) -> float:
+        """The tokens in `key`'s bucket now (nothing is taken)."""
+        return self._level(key, self._clock())
 
     def charge(self, key: str, tokens: float) -> None:
         """Take `tokens` from `key`'s bucket whatever it holds (it may go below empty: the
         client then waits until the rate has filled it back above one token)."""
         now = self._clock()
         self._buckets[key] = (self._level(key, now) - tokens, now)
+        if len(self._buckets) > _SWEEP_ABOVE and now >= self._next_sweep:
+            self._sweep(now)
 
     def _level(self, key: str, now: float) -> float:
         """The tokens in `key`'s bucket at `now` (full for a client not seen)."""

@@ -410,7 +410,8 @@ class McpSettings(BaseSettings):
         default=20,
         ge=1,
         description="Refused access tokens one client address may send at once above "
-        "auth_failure_rate.",
+        "auth_failure_rate; also the most of its tokens being verified at once (the others "
+        "wait).",
     )
     auth_host_identity: bool = Field(
         default=False,
