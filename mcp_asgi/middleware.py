@@ -126,6 +126,10 @@ class McpMiddleware:
         deadline = settings.max_request_duration
         self._read_timeout = min(settings.body_read_timeout, deadline or settings.body_read_timeout)
         self._origins = frozenset(normalize_origin(o) for o in settings.allowed_origins)
+        # the settings each request reads, at hand (a model's attribute chain costs more)
+        self._max_body_bytes = settings.max_body_bytes
+        self._max_json_values = settings.max_json_values
+        self._response_mode = settings.response_mode
         self._telemetry = wiring.telemetry
         self._runtime = wiring.runtime
         self._inflight = wiring.inflight
@@ -284,17 +288,17 @@ class McpMiddleware:
                 return
             held = self._limits.hold("requests", client)  # 429
             body = await read_body(
-                asgi_scope, receive, self.settings.max_body_bytes, within=self._read_timeout
+                asgi_scope, receive, self._max_body_bytes, within=self._read_timeout
             )
             check_content_type(asgi_scope)
-            mode = negotiate(asgi_scope, self.settings.response_mode)
+            mode = negotiate(asgi_scope, self._response_mode)
             if mode is None:
                 raise ProtocolError(
                     406,
                     INVALID_REQUEST,
                     "Not Acceptable: Accept must admit application/json or text/event-stream",
                 )
-            incoming = parse_post(body, self.settings.max_json_values)
+            incoming = parse_post(body, self._max_json_values)
             if isinstance(incoming, IncomingReply):  # a 2025-era client's answer
                 if legacy is None or header(asgi_scope, b"mcp-session-id") is None:
                     raise ProtocolError(
@@ -327,7 +331,7 @@ class McpMiddleware:
             request_id = (
                 error.request_id
                 if error.request_id is not None
-                else peek_id(body, self.settings.max_json_values)
+                else peek_id(body, self._max_json_values)
             )
             reply = dump(jsonrpc.error_response(request_id, error))
             await send_json(send, error.http_status, reply, headers)
