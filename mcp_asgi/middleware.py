@@ -262,7 +262,8 @@ class McpMiddleware:
         message: IncomingMessage | None = None
         body: bytes | None = None
         held = None
-        arrived = loop_clock()()  # the request's deadline counts from here, body included
+        clock = loop_clock()  # the request's scope reads it too (through the Exchange)
+        arrived = clock()  # the request's deadline counts from here, body included
         try:
             if asgi_scope.get(ROUTE_CALL_KEY):  # a route called as a tool (AppRoutes)
                 raise ProtocolError(
@@ -317,7 +318,7 @@ class McpMiddleware:
                 legacy if legacy and is_legacy(asgi_scope, message) else self._modern
             )
             await endpoint.serve_post(
-                Exchange(asgi_scope, receive, send, body, arrived, mode), message
+                Exchange(asgi_scope, receive, send, body, arrived, mode, clock), message
             )
         except (ProtocolError, StoreUnavailable) as caught:  # the store: logged once by it
             error = caught if isinstance(caught, ProtocolError) else store_unavailable()
