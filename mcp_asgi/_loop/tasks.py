@@ -27,7 +27,6 @@ asyncio. With `beside`:
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Any
@@ -49,8 +48,9 @@ class Task:
     __slots__ = ("_task",)
 
     def __init__(self, fn: Child, *args: Any) -> None:
-        loop = asyncio.get_running_loop()
-        self._task = contextvars.copy_context().run(loop.create_task, fn(*args))
+        # create_task runs the task in a copy of the current context (contextvars), as
+        # before it copy_context().run(create_task) did with a copy of that copy
+        self._task = asyncio.get_running_loop().create_task(fn(*args))
 
     def done(self) -> bool:
         return self._task.done()
