@@ -21,6 +21,7 @@ request, without a lifespan).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from contextlib import AsyncExitStack
 from typing import Protocol
 
@@ -243,10 +244,11 @@ class McpMiddleware:
         sent yet), never an exception in the host app."""
         started = False
 
-        async def send_tracking_start(message: Message) -> None:
+        def send_tracking_start(message: Message) -> Awaitable[None]:
+            # a plain call handing back the server's awaitable: no coroutine of its own
             nonlocal started
             started = started or message["type"] == "http.response.start"
-            await send(message)
+            return send(message)
 
         try:
             await self._serve(asgi_scope, receive, send_tracking_start)
