@@ -1,7 +1,8 @@
 """`Exchange`: one HTTP POST to the MCP endpoint, once the middleware has read it.
 
 The ASGI triple, the body as read, when the request arrived (and on which clock) and the
-reply's mode travel together from the middleware to the era's endpoint and on to the request's runtime::
+reply's mode travel together from the middleware to the era's endpoint and on to the
+request's runtime::
 
     McpMiddleware ──► Exchange(asgi_scope, receive, send, body, arrived, mode, clock)
                   ──► ModernEndpoint.serve_post | LegacyEndpoint.serve_post ──► InFlight.open
