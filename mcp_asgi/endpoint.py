@@ -64,7 +64,7 @@ class ModernEndpoint:
         try:
             opened = self._inflight.open(exchange, request, writer, inputs=inputs)
             with opened as (request_scope, ctx):
-                await request_scope.run(exchange.receive, lambda: dispatch(request, ctx, options))
+                await request_scope.run(exchange.receive, dispatch, request, ctx, options)
                 await writer.end()
         finally:
             if held is not None:

@@ -311,10 +311,11 @@ class RequestScope:
     # -- lifecycle: the runner's steps -------------------------------------------------
 
     def run(
-        self, receive: Receive, call: Callable[[], Awaitable[JsonObject]]
+        self, receive: Receive, call: Callable[..., Awaitable[JsonObject]], *args: Any
     ) -> Coroutine[Any, Any, None]:
-        """`await scope.run(...)`: run the handler under this scope until it exits (or is
-        orphaned).
+        """`await scope.run(receive, call, *args)`: run the handler, `call(*args)`, under
+        this scope until it exits (or is orphaned). The arguments are passed on, not put in
+        a closure: no function made per request.
 
         The handler runs in a child task and the watcher in the request's own task, so a
         cancellation from outside (an ASGI server's graceful-shutdown timeout cancelling the
@@ -323,13 +324,15 @@ class RequestScope:
         cancellation arrives, the reply gets its error, the grace period is waited out, and
         the cancellation propagates (`lifecycle.runner`).
         """
-        return runner.run(self, receive, call)
+        return runner.run(self, receive, call, args)
 
-    async def handle(self, call: Callable[[], Awaitable[JsonObject]]) -> None:
+    async def handle(
+        self, call: Callable[..., Awaitable[JsonObject]], args: tuple[Any, ...]
+    ) -> None:
         """The handler's task: call it, write its final reply, then stop the watcher."""
         try:
             try:
-                final = await self._call(call)
+                final = await self._call(call, args)
             finally:
                 await self._work.handler_exited()
             if final is not None:
@@ -420,11 +423,13 @@ class RequestScope:
             with self._observer.activate():
                 log_cancelled(record)
 
-    async def _call(self, call: Callable[[], Awaitable[JsonObject]]) -> JsonObject | None:
+    async def _call(
+        self, call: Callable[..., Awaitable[JsonObject]], args: tuple[Any, ...]
+    ) -> JsonObject | None:
         request_id = self._request.id
         with self._handler_scope, self._observer.activate():
             try:
-                self._result = await call()
+                self._result = await call(*args)
                 self._returned()
                 return jsonrpc.response(request_id, self._result)
             except McpError as error:
