@@ -27,7 +27,8 @@ asyncio. With `beside`:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from types import TracebackType
 from typing import Any
 
@@ -61,7 +62,7 @@ class Task:
     def first_step(self) -> Awaitable[None]:
         """`await task.first_step()`: let the task (scheduled first) run until it first
         waits (then `done()` says whether it is over)."""
-        return asyncio.sleep(0)
+        return _one_turn()
 
     def join(self) -> Awaitable[None]:
         """`await task.join()`: wait for the task to end, holding a cancellation of the
@@ -71,6 +72,13 @@ class Task:
     def error(self) -> BaseException | None:
         """The exception the ended task raised (not its cancellation), or None."""
         return None if self._task.cancelled() else self._task.exception()
+
+
+@types.coroutine
+def _one_turn() -> Generator[None, None, None]:
+    """One turn of the loop: `asyncio.sleep(0)`'s own bare yield, without its coroutine and
+    its check of the delay around it."""
+    yield
 
 
 async def join(task: asyncio.Task[None]) -> None:
