@@ -152,7 +152,10 @@ class ReplyWriter:
         before anything was sent), except a 200 in SSE mode, which is an event stream.
         Once an SSE reply has begun, its status is fixed: the message is its last event.
         """
-        async with self._lock:
+        lock = self._lock  # `async with lock`, written out: no coroutine to enter, to leave
+        if not lock.take():
+            await lock.wait_in_line()
+        try:
             if self.state is ReplyState.DONE:
                 return False
             body, self.replaced_by = encode_reply(message)
@@ -171,6 +174,8 @@ class ReplyWriter:
                     return self._gone()
                 self.state = ReplyState.DONE
                 return True
+        finally:
+            lock.release()
         return await self._write(_event(body), final=True)
 
     async def close_early(self) -> bool:
