@@ -195,10 +195,13 @@ class ReplyWriter:
         of raising. No JSON-RPC message is written; servers discard it: the client is gone.
         A server that blocks the send (the connection is closed) is given up after a second.
         """
-        if self._ended and not self._lock.in_use:  # most requests: the reply is complete
-            self.state = ReplyState.DONE  # what the block below does, without the lock's
-            return  # two coroutines (a free place is taken without a checkpoint)
-        async with self._lock:
+        lock = self._lock
+        if self._ended and not lock.in_use:  # most requests: the reply is complete
+            self.state = ReplyState.DONE  # what the block below does, without taking the
+            return  # lock (a free place is taken without a checkpoint)
+        if not lock.take():  # `async with lock`, written out as in `finish`
+            await lock.wait_in_line()
+        try:
             self.state = ReplyState.DONE
             if self._ended:
                 return
@@ -206,6 +209,8 @@ class ReplyWriter:
                 await _loop.within(_END_TIMEOUT, self._end_exchange)
             except Exception:
                 self._ended = True
+        finally:
+            lock.release()
 
     async def _end_exchange(self) -> None:
         if not self._started:
