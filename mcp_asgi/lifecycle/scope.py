@@ -365,6 +365,7 @@ class RequestScope:
                 deadline=self._deadline,
                 keepalive=writer.keepalive if writer.streams else None,
                 keepalive_interval=self._keepalive_interval,
+                clock=self._clock,
             )
             if self._unwatched:
                 watcher.stop()
