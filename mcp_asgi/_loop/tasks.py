@@ -33,6 +33,9 @@ from types import TracebackType
 from typing import Any
 
 import anyio
+import anyio.lowlevel
+
+from mcp_asgi._loop.current import on_asyncio
 
 Child = Callable[..., Coroutine[Any, Any, None]]
 
@@ -79,6 +82,14 @@ def _one_turn() -> Generator[None, None, None]:
     """One turn of the loop: `asyncio.sleep(0)`'s own bare yield, without its coroutine and
     its check of the delay around it."""
     yield
+
+
+def checkpoint() -> Awaitable[None]:
+    """`await checkpoint()`: `anyio.lowlevel.checkpoint()` (on asyncio, one turn of the
+    loop, which is what anyio does there), without anyio's backend lookup on asyncio."""
+    if on_asyncio():
+        return _one_turn()
+    return anyio.lowlevel.checkpoint()
 
 
 async def join(task: asyncio.Task[None]) -> None:
