@@ -149,7 +149,7 @@ def mcp_app(
     host: Any = Starlette()
     if routes:
         host = _routes_host()
-        from mcp_asgi import AppRoutes
+        from mcp_asgi.routes import AppRoutes
 
         mcp.add_source(AppRoutes())
     kwargs: dict[str, Any] = {}

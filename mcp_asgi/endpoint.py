@@ -17,7 +17,7 @@ from mcp_asgi.protocol.message import IncomingMessage
 from mcp_asgi.protocol.validate import validate
 from mcp_asgi.server.listen import LISTEN, check_listen
 from mcp_asgi.server.mcp_server import McpServer, ResultOptions
-from mcp_asgi.tasks import TaskMethods
+from mcp_asgi.tasks import TaskMethods, may_route
 
 
 class ModernEndpoint:
@@ -54,12 +54,17 @@ class ModernEndpoint:
         held = self._limits.hold("listen_streams", self._limits.key(asgi_scope)) if listen else None
         writer = ReplyWriter(exchange.send, "sse" if listen else exchange.mode)
         options = self._options
-        routed = self._tasks.route(request, exchange, inputs=inputs) if self._tasks else None
+        tasks = self._tasks  # the Tasks extension asked only where it may have a say
+        routed = (
+            tasks.route(request, exchange, inputs=inputs)
+            if tasks is not None and may_route(request)
+            else None
+        )
         dispatch = routed or server.dispatch  # the Tasks extension's methods, or the server's
         try:
             opened = self._inflight.open(exchange, request, writer, inputs=inputs)
             with opened as (request_scope, ctx):
-                await request_scope.run(exchange.receive, lambda: dispatch(request, ctx, options))
+                await request_scope.run(exchange.receive, dispatch, request, ctx, options)
                 await writer.end()
         finally:
             if held is not None:

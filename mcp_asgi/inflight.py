@@ -49,6 +49,7 @@ class InFlight:
             writer,
             observer=self._telemetry.begin(asgi_scope, request),
             started=exchange.arrived,
+            clock=exchange.clock,
             cancel_on_disconnect=cancel_on_disconnect,
         )
         ctx = runtime.context(

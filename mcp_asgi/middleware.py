@@ -21,6 +21,7 @@ request, without a lifespan).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from contextlib import AsyncExitStack
 from typing import Protocol
 
@@ -126,6 +127,10 @@ class McpMiddleware:
         deadline = settings.max_request_duration
         self._read_timeout = min(settings.body_read_timeout, deadline or settings.body_read_timeout)
         self._origins = frozenset(normalize_origin(o) for o in settings.allowed_origins)
+        # the settings each request reads, at hand (a model's attribute chain costs more)
+        self._max_body_bytes = settings.max_body_bytes
+        self._max_json_values = settings.max_json_values
+        self._response_mode = settings.response_mode
         self._telemetry = wiring.telemetry
         self._runtime = wiring.runtime
         self._inflight = wiring.inflight
@@ -239,10 +244,11 @@ class McpMiddleware:
         sent yet), never an exception in the host app."""
         started = False
 
-        async def send_tracking_start(message: Message) -> None:
+        def send_tracking_start(message: Message) -> Awaitable[None]:
+            # a plain call handing back the server's awaitable: no coroutine of its own
             nonlocal started
             started = started or message["type"] == "http.response.start"
-            await send(message)
+            return send(message)
 
         try:
             await self._serve(asgi_scope, receive, send_tracking_start)
@@ -258,7 +264,8 @@ class McpMiddleware:
         message: IncomingMessage | None = None
         body: bytes | None = None
         held = None
-        arrived = loop_clock()()  # the request's deadline counts from here, body included
+        clock = loop_clock()  # the request's scope reads it too (through the Exchange)
+        arrived = clock()  # the request's deadline counts from here, body included
         try:
             if asgi_scope.get(ROUTE_CALL_KEY):  # a route called as a tool (AppRoutes)
                 raise ProtocolError(
@@ -284,17 +291,17 @@ class McpMiddleware:
                 return
             held = self._limits.hold("requests", client)  # 429
             body = await read_body(
-                asgi_scope, receive, self.settings.max_body_bytes, within=self._read_timeout
+                asgi_scope, receive, self._max_body_bytes, within=self._read_timeout
             )
             check_content_type(asgi_scope)
-            mode = negotiate(asgi_scope, self.settings.response_mode)
+            mode = negotiate(asgi_scope, self._response_mode)
             if mode is None:
                 raise ProtocolError(
                     406,
                     INVALID_REQUEST,
                     "Not Acceptable: Accept must admit application/json or text/event-stream",
                 )
-            incoming = parse_post(body, self.settings.max_json_values)
+            incoming = parse_post(body, self._max_json_values)
             if isinstance(incoming, IncomingReply):  # a 2025-era client's answer
                 if legacy is None or header(asgi_scope, b"mcp-session-id") is None:
                     raise ProtocolError(
@@ -313,7 +320,7 @@ class McpMiddleware:
                 legacy if legacy and is_legacy(asgi_scope, message) else self._modern
             )
             await endpoint.serve_post(
-                Exchange(asgi_scope, receive, send, body, arrived, mode), message
+                Exchange(asgi_scope, receive, send, body, arrived, mode, clock), message
             )
         except (ProtocolError, StoreUnavailable) as caught:  # the store: logged once by it
             error = caught if isinstance(caught, ProtocolError) else store_unavailable()
@@ -327,7 +334,7 @@ class McpMiddleware:
             request_id = (
                 error.request_id
                 if error.request_id is not None
-                else peek_id(body, self.settings.max_json_values)
+                else peek_id(body, self._max_json_values)
             )
             reply = dump(jsonrpc.error_response(request_id, error))
             await send_json(send, error.http_status, reply, headers)

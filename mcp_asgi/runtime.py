@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 
 from starlette.types import Scope
 
+from mcp_asgi._loop import Clock
 from mcp_asgi.http.reply import ReplyWriter
 from mcp_asgi.input.asking import Asking
 from mcp_asgi.input.rounds import InputRounds
@@ -62,12 +63,14 @@ class RequestRuntime:
         *,
         observer: ScopeObserver,
         started: float | None = None,
+        clock: Clock | None = None,
         cancel_on_disconnect: bool = True,
     ) -> RequestScope:
         """A request's scope: its deadline (`max_request_duration` or the tool's own; none
         for a listen stream, which the server ends gracefully instead), grace period,
         keep-alives and thread slots. `started` (on the loop's clock, default now) is when
-        it arrived: the deadline counts from it."""
+        it arrived: the deadline counts from it; `clock` the clock it was read on (default
+        the running loop's)."""
         settings, server = self._settings, self._server
         listen = request.method == LISTEN
         return self._scope(
@@ -81,6 +84,7 @@ class RequestRuntime:
             cancel_on_disconnect=cancel_on_disconnect,
             on_server_end=server.subscriptions.server_end(request) if listen else None,
             started=started,
+            clock=clock,
         )
 
     def task_scope(
@@ -113,6 +117,7 @@ class RequestRuntime:
         cancel_on_disconnect: bool,
         on_server_end: Callable[[CancelReason], JsonObject] | None = None,
         started: float | None = None,
+        clock: Clock | None = None,
     ) -> RequestScope:
         return RequestScope(
             request,
@@ -124,6 +129,7 @@ class RequestRuntime:
             cancel_on_disconnect=cancel_on_disconnect,
             on_server_end=on_server_end,
             started=started,
+            clock=clock,
             threads=self._threads,
         )
 

@@ -7,7 +7,8 @@ lifespan, asyncio only).
     switch      MCP_ASGI_PLAIN_ANYIO: force the plain-anyio path everywhere
     current     the running asyncio task (or None: trio, plain); cancel scopes made cheaply
     interrupt   within / Waits / Interruptible: waits ended by the task's own cancellation
-    tasks       beside (a one-child task group), Task (an asyncio task of its own)
+    tasks       beside (a one-child task group), Task (an asyncio task of its own),
+                checkpoint (anyio's, without its backend lookup on asyncio)
     threads     run_in_thread: the worker threads of sync handlers (a pool on asyncio)
     clock       loop_clock: the running loop's clock, callable from threads
     line        Line: places taken first come, first served (plain anyio)
@@ -24,7 +25,7 @@ from mcp_asgi._loop.current import new_cancel_scope, on_asyncio
 from mcp_asgi._loop.interrupt import TIMED_OUT, TimedOut, Waits, within
 from mcp_asgi._loop.line import Line
 from mcp_asgi._loop.switch import plain_anyio, use_plain_anyio
-from mcp_asgi._loop.tasks import Beside, Task, beside
+from mcp_asgi._loop.tasks import Beside, Task, beside, checkpoint
 from mcp_asgi._loop.threads import run_in_thread
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "TimedOut",
     "Waits",
     "beside",
+    "checkpoint",
     "loop_clock",
     "new_cancel_scope",
     "on_asyncio",

@@ -6,12 +6,18 @@ watcher's waits, a cancel's grace period), `Interruptible` ends it with the task
 cancellation, taken back (`uncancel`) once it has done its work (asyncio, Python 3.11+).
 `within` is its time limit alone, and `Waits` the watcher's waits; both use an anyio cancel
 scope where there is no such task (trio, 3.10, the plain-anyio path).
+
+The time limits of a loop's waits share one loop timer (`_Deadlines`), set for the
+earliest of them: a timer of its own per wait (made, then cancelled, on the body read of
+every request) costs a `TimerHandle` and a push onto the loop's heap, whose comparisons are
+Python calls, and the cancelled handles stay in the heap until the loop sweeps them out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -73,7 +79,9 @@ class Interruptible:
     ) -> T | TimedOut:
         """`await fn(*args)` in `task` (the running one), or `TIMED_OUT` once the loop's
         clock reaches `until` or on `interrupt()`."""
-        timer = task.get_loop().call_at(until, self.interrupt) if until < math.inf else None
+        deadlines = _deadlines(task.get_loop()) if until < math.inf else None
+        if deadlines is not None:
+            deadlines.add(self, until)
         self._task, self._interrupted = task, False
         try:
             result = await fn(*args)
@@ -83,8 +91,8 @@ class Interruptible:
             return TIMED_OUT
         finally:
             self._task = None
-            if timer is not None:
-                timer.cancel()
+            if deadlines is not None:
+                deadlines.discard(self)
         if self._interrupted:  # `fn` swallowed our cancellation: take it back all the same
             uncancel(task)
         return result
@@ -143,3 +151,69 @@ class Waits:
 
 async def _timed_out() -> TimedOut:
     return TIMED_OUT
+
+
+class _Deadlines:
+    """The time limits of one event loop's `Interruptible` waits, kept by one loop timer
+    set for the earliest of them: when it fires, it interrupts every wait whose time has
+    come and is set again for the earliest left. A wait interrupted this way is ended as by
+    a timer of its own at its time (never before it)."""
+
+    __slots__ = ("__weakref__", "_at", "_timer", "_waits")
+
+    def __init__(self) -> None:
+        self._waits: dict[Interruptible, float] = {}  # each running wait, until when
+        # the pending timer, weakly: it holds its loop, which must stay free to go
+        self._timer: weakref.ref[asyncio.TimerHandle] | None = None
+        self._at = math.inf  # when the timer fires
+
+    def add(self, wait: Interruptible, until: float) -> None:
+        """Interrupt `wait` once the loop's clock reaches `until` (unless discarded)."""
+        self._waits[wait] = until
+        if until < self._at:
+            self._set(asyncio.get_running_loop(), until)
+
+    def discard(self, wait: Interruptible) -> None:
+        """`wait` is over: its time limit no longer counts (the timer may then fire for
+        nothing, and is set again for the next)."""
+        self._waits.pop(wait, None)
+
+    def _set(self, loop: asyncio.AbstractEventLoop, at: float) -> None:
+        pending = self._timer() if self._timer is not None else None
+        if pending is not None:
+            pending.cancel()
+        self._timer = weakref.ref(loop.call_at(at, self._fire))
+        self._at = at
+
+    def _fire(self) -> None:
+        """On the loop, at the earliest time limit: interrupt the waits whose time has
+        come; set the timer for the earliest of the others."""
+        self._timer, self._at = None, math.inf
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        due = [wait for wait, until in self._waits.items() if until <= now]
+        for wait in due:
+            del self._waits[wait]
+            wait.interrupt()
+        if self._waits:  # a timer may fire a hair early (the loop's clock resolution)
+            self._set(loop, min(self._waits.values()))
+
+
+_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Deadlines] = (
+    weakref.WeakKeyDictionary()
+)
+_last: tuple[weakref.ref[asyncio.AbstractEventLoop], _Deadlines] | None = None
+"""The loop last asked about and its deadlines (one tuple: read at once from any thread)."""
+
+
+def _deadlines(loop: asyncio.AbstractEventLoop) -> _Deadlines:
+    """The deadlines of `loop` (made at its first wait with a time limit)."""
+    global _last
+    last = _last
+    if last is not None and last[0]() is loop:
+        return last[1]
+    deadlines = _by_loop.get(loop)
+    if deadlines is None:
+        deadlines = _by_loop[loop] = _Deadlines()
+    _last = (weakref.ref(loop), deadlines)
+    return deadlines

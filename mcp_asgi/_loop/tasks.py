@@ -27,12 +27,15 @@ asyncio. With `beside`:
 from __future__ import annotations
 
 import asyncio
-import contextvars
-from collections.abc import Awaitable, Callable, Coroutine
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from types import TracebackType
 from typing import Any
 
 import anyio
+import anyio.lowlevel
+
+from mcp_asgi._loop.current import on_asyncio
 
 Child = Callable[..., Coroutine[Any, Any, None]]
 
@@ -49,8 +52,9 @@ class Task:
     __slots__ = ("_task",)
 
     def __init__(self, fn: Child, *args: Any) -> None:
-        loop = asyncio.get_running_loop()
-        self._task = contextvars.copy_context().run(loop.create_task, fn(*args))
+        # create_task runs the task in a copy of the current context (contextvars), as
+        # before it copy_context().run(create_task) did with a copy of that copy
+        self._task = asyncio.get_running_loop().create_task(fn(*args))
 
     def done(self) -> bool:
         return self._task.done()
@@ -61,7 +65,7 @@ class Task:
     def first_step(self) -> Awaitable[None]:
         """`await task.first_step()`: let the task (scheduled first) run until it first
         waits (then `done()` says whether it is over)."""
-        return asyncio.sleep(0)
+        return _one_turn()
 
     def join(self) -> Awaitable[None]:
         """`await task.join()`: wait for the task to end, holding a cancellation of the
@@ -71,6 +75,21 @@ class Task:
     def error(self) -> BaseException | None:
         """The exception the ended task raised (not its cancellation), or None."""
         return None if self._task.cancelled() else self._task.exception()
+
+
+@types.coroutine
+def _one_turn() -> Generator[None, None, None]:
+    """One turn of the loop: `asyncio.sleep(0)`'s own bare yield, without its coroutine and
+    its check of the delay around it."""
+    yield
+
+
+def checkpoint() -> Awaitable[None]:
+    """`await checkpoint()`: `anyio.lowlevel.checkpoint()` (on asyncio, one turn of the
+    loop, which is what anyio does there), without anyio's backend lookup on asyncio."""
+    if on_asyncio():
+        return _one_turn()
+    return anyio.lowlevel.checkpoint()
 
 
 async def join(task: asyncio.Task[None]) -> None:

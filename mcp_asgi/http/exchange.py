@@ -1,9 +1,10 @@
 """`Exchange`: one HTTP POST to the MCP endpoint, once the middleware has read it.
 
-The ASGI triple, the body as read, when the request arrived and the reply's mode travel
-together from the middleware to the era's endpoint and on to the request's runtime::
+The ASGI triple, the body as read, when the request arrived (and on which clock) and the
+reply's mode travel together from the middleware to the era's endpoint and on to the
+request's runtime::
 
-    McpMiddleware ──► Exchange(asgi_scope, receive, send, body, arrived, mode)
+    McpMiddleware ──► Exchange(asgi_scope, receive, send, body, arrived, mode, clock)
                   ──► ModernEndpoint.serve_post | LegacyEndpoint.serve_post ──► InFlight.open
 """
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 
 from starlette.types import Receive, Scope, Send
 
+from mcp_asgi._loop import Clock
 from mcp_asgi.http.accept import ResponseMode
 
 
@@ -20,7 +22,8 @@ from mcp_asgi.http.accept import ResponseMode
 class Exchange:
     """One POST's ASGI scope, `receive` and `send`; its `body` as read (for the handler's
     `Request`); `arrived`, when its headers came on the loop's clock (the request's
-    deadline counts from it); and `mode`, how the reply is written (Accept)."""
+    deadline counts from it); `mode`, how the reply is written (Accept); and `clock`, the
+    event loop's clock `arrived` was read on (the request's scope reads it too)."""
 
     asgi_scope: Scope
     receive: Receive
@@ -28,3 +31,4 @@ class Exchange:
     body: bytes
     arrived: float
     mode: ResponseMode
+    clock: Clock

@@ -152,7 +152,10 @@ class ReplyWriter:
         before anything was sent), except a 200 in SSE mode, which is an event stream.
         Once an SSE reply has begun, its status is fixed: the message is its last event.
         """
-        async with self._lock:
+        lock = self._lock  # `async with lock`, written out: no coroutine to enter, to leave
+        if not lock.take():
+            await lock.wait_in_line()
+        try:
             if self.state is ReplyState.DONE:
                 return False
             body, self.replaced_by = encode_reply(message)
@@ -171,6 +174,8 @@ class ReplyWriter:
                     return self._gone()
                 self.state = ReplyState.DONE
                 return True
+        finally:
+            lock.release()
         return await self._write(_event(body), final=True)
 
     async def close_early(self) -> bool:
@@ -190,7 +195,13 @@ class ReplyWriter:
         of raising. No JSON-RPC message is written; servers discard it: the client is gone.
         A server that blocks the send (the connection is closed) is given up after a second.
         """
-        async with self._lock:
+        lock = self._lock
+        if self._ended and not lock.in_use:  # most requests: the reply is complete
+            self.state = ReplyState.DONE  # what the block below does, without taking the
+            return  # lock (a free place is taken without a checkpoint)
+        if not lock.take():  # `async with lock`, written out as in `finish`
+            await lock.wait_in_line()
+        try:
             self.state = ReplyState.DONE
             if self._ended:
                 return
@@ -198,6 +209,8 @@ class ReplyWriter:
                 await _loop.within(_END_TIMEOUT, self._end_exchange)
             except Exception:
                 self._ended = True
+        finally:
+            lock.release()
 
     async def _end_exchange(self) -> None:
         if not self._started:

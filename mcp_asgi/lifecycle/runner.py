@@ -17,7 +17,7 @@ one-child task group. The scope decides everything; this module only carries it 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 from starlette.types import Receive
@@ -25,7 +25,9 @@ from starlette.types import Receive
 from mcp_asgi._loop import Task, beside, on_asyncio
 from mcp_asgi.protocol.jsonrpc import JsonObject
 
-Call = Callable[[], Awaitable[JsonObject]]
+Call = Callable[..., Awaitable[JsonObject]]
+"""The handler, called with its arguments (`Args`)."""
+Args = tuple[Any, ...]
 
 
 class Steps(Protocol):
@@ -34,7 +36,7 @@ class Steps(Protocol):
     @property
     def cancel_called(self) -> bool: ...
 
-    async def handle(self, call: Call) -> None: ...
+    async def handle(self, call: Call, args: Args) -> None: ...
 
     async def watch(self, receive: Receive) -> None: ...
 
@@ -43,24 +45,24 @@ class Steps(Protocol):
     def finish(self) -> None: ...
 
 
-async def run(steps: Steps, receive: Receive, call: Call) -> None:
-    """Run the handler and watch the request until the handler exits (or is orphaned); a
-    failure of the watcher stops the handler and is raised."""
+async def run(steps: Steps, receive: Receive, call: Call, args: Args = ()) -> None:
+    """Run the handler (`call(*args)`) and watch the request until the handler exits (or
+    is orphaned); a failure of the watcher stops the handler and is raised."""
     try:
         if on_asyncio():
-            await _run_as_task(steps, receive, call)
+            await _run_as_task(steps, receive, call, args)
         else:
-            async with beside(steps.handle, call):
+            async with beside(steps.handle, call, args):
                 await _watch_from_outside(steps, receive)
     finally:
         steps.finish()
 
 
-async def _run_as_task(steps: Steps, receive: Receive, call: Call) -> None:
+async def _run_as_task(steps: Steps, receive: Receive, call: Call, args: Args) -> None:
     """The handler's task takes its first step before anything else: a handler that
     answers without waiting for anything is then over, and no watcher is needed (most
     requests). Leaving waits for the handler's task, holding a cancellation until then."""
-    handler = Task(steps.handle, call)
+    handler = Task(steps.handle, call, args)
     try:
         await _watch_from_outside(steps, receive, first=handler)
     except BaseException:

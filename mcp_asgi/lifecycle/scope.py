@@ -84,6 +84,7 @@ class RequestScope:
         "_exception",
         "_exited_at",
         "_handler_scope",
+        "_keepalive_interval",
         "_lock",
         "_observer",
         "_observes_end",
@@ -100,6 +101,7 @@ class RequestScope:
         "_started",
         "_timeout",
         "_token",
+        "_unwatched",
         "_watcher",
         "_work",
         "_writer",
@@ -154,11 +156,9 @@ class RequestScope:
         self._over = LazyEvent()  # run() has returned
         self._work = RunningWork(on_idle=self._work_returned, threads=threads)
         self._handler_scope = new_cancel_scope()
-        self._watcher = Watcher(
-            deadline=self._deadline,
-            keepalive=writer.keepalive if writer.streams else None,
-            keepalive_interval=keepalive_interval,
-        )
+        self._keepalive_interval = keepalive_interval
+        self._watcher: Watcher | None = None  # made when it first watches (most never do)
+        self._unwatched = False  # stopped before the watcher was made
 
     # -- read-only state ---------------------------------------------------------------
 
@@ -250,7 +250,7 @@ class RequestScope:
             self._writer.abandon()
         signal_token(self._token, reason)
         self._handler_scope.cancel()
-        self._watcher.stop()
+        self._stop_watching()
         if self._observes_signal:  # else no record to make (no SDK)
             self._tell(self._observer.signalled)
         return True
@@ -311,10 +311,11 @@ class RequestScope:
     # -- lifecycle: the runner's steps -------------------------------------------------
 
     def run(
-        self, receive: Receive, call: Callable[[], Awaitable[JsonObject]]
+        self, receive: Receive, call: Callable[..., Awaitable[JsonObject]], *args: Any
     ) -> Coroutine[Any, Any, None]:
-        """`await scope.run(...)`: run the handler under this scope until it exits (or is
-        orphaned).
+        """`await scope.run(receive, call, *args)`: run the handler, `call(*args)`, under
+        this scope until it exits (or is orphaned). The arguments are passed on, not put in
+        a closure: no function made per request.
 
         The handler runs in a child task and the watcher in the request's own task, so a
         cancellation from outside (an ASGI server's graceful-shutdown timeout cancelling the
@@ -323,34 +324,59 @@ class RequestScope:
         cancellation arrives, the reply gets its error, the grace period is waited out, and
         the cancellation propagates (`lifecycle.runner`).
         """
-        return runner.run(self, receive, call)
+        return runner.run(self, receive, call, args)
 
-    async def handle(self, call: Callable[[], Awaitable[JsonObject]]) -> None:
+    async def handle(
+        self, call: Callable[..., Awaitable[JsonObject]], args: tuple[Any, ...]
+    ) -> None:
         """The handler's task: call it, write its final reply, then stop the watcher."""
         try:
             try:
-                final = await self._call(call)
+                final = await self._call(call, args)
             finally:
                 await self._work.handler_exited()
             if final is not None:
                 await self.write(final, final=True)
         finally:
             if self._reason is None:
-                self._watcher.stop()
+                self._stop_watching()
 
     async def watch(self, receive: Receive) -> None:
         """The request's own task: act on why the watcher stopped. If it fails, the runner
         stops the handler and raises the failure."""
-        end = await self._watcher.watch(receive)
+        watcher = self._watching()
+        end = await watcher.watch(receive)
         if end is WatchEnd.CLIENT_GONE:
             if self.answered:
                 return  # the reply is complete (ASGI servers then report a disconnect)
             if self._client_gone():
-                end = await self._watcher.until_deadline()
+                end = await watcher.until_deadline()
         if end is WatchEnd.DEADLINE:
             self.cancel(CancelReason.TIMEOUT)
         if self._reason is not None:
             await self._after_signal(self._reason)
+
+    def _watching(self) -> Watcher:
+        """The watcher, made on its first watch (stopped at once if the request was)."""
+        watcher = self._watcher
+        if watcher is None:
+            writer = self._writer
+            watcher = self._watcher = Watcher(
+                deadline=self._deadline,
+                keepalive=writer.keepalive if writer.streams else None,
+                keepalive_interval=self._keepalive_interval,
+                clock=self._clock,
+            )
+            if self._unwatched:
+                watcher.stop()
+        return watcher
+
+    def _stop_watching(self) -> None:
+        """Stop the watcher (or the one to come). Idempotent."""
+        if self._watcher is not None:
+            self._watcher.stop()
+        else:
+            self._unwatched = True
 
     def _client_gone(self) -> bool:
         """The client went away: cancel, unless this scope outlives disconnects (then only
@@ -420,11 +446,13 @@ class RequestScope:
             with self._observer.activate():
                 log_cancelled(record)
 
-    async def _call(self, call: Callable[[], Awaitable[JsonObject]]) -> JsonObject | None:
+    async def _call(
+        self, call: Callable[..., Awaitable[JsonObject]], args: tuple[Any, ...]
+    ) -> JsonObject | None:
         request_id = self._request.id
         with self._handler_scope, self._observer.activate():
             try:
-                self._result = await call()
+                self._result = await call(*args)
                 self._returned()
                 return jsonrpc.response(request_id, self._result)
             except McpError as error:

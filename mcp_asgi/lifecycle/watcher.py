@@ -27,7 +27,7 @@ from typing import TypeVar
 import anyio
 from starlette.types import Receive
 
-from mcp_asgi._loop import TIMED_OUT, Waits
+from mcp_asgi._loop import TIMED_OUT, Clock, Waits
 
 T = TypeVar("T")
 
@@ -46,7 +46,7 @@ class WatchEnd(enum.Enum):
 class Watcher:
     """Watches one request's connection and deadline (an absolute time on the loop's clock)."""
 
-    __slots__ = ("_deadline", "_interval", "_keepalive", "_stopped", "_waits")
+    __slots__ = ("_clock", "_deadline", "_interval", "_keepalive", "_stopped", "_waits")
 
     def __init__(
         self,
@@ -54,8 +54,12 @@ class Watcher:
         deadline: float,
         keepalive: Callable[[], Awaitable[bool]] | None,
         keepalive_interval: float,
+        clock: Clock | None = None,
     ) -> None:
-        """`keepalive` writes one keep-alive and says whether it could (None: no keep-alives)."""
+        """`keepalive` writes one keep-alive and says whether it could (None: no
+        keep-alives); `clock` is the loop's, the deadline's (default `anyio.current_time`,
+        which asks anyio for the running backend each time)."""
+        self._clock = clock or anyio.current_time
         self._deadline = deadline
         self._keepalive = keepalive if keepalive_interval > 0 else None
         self._interval = keepalive_interval if self._keepalive is not None else math.inf
@@ -73,7 +77,7 @@ class Watcher:
         keep-alive each time the reply has been quiet for the interval."""
         waits = self._waiting()
         while True:
-            until = min(self._deadline, anyio.current_time() + self._interval)
+            until = min(self._deadline, self._clock() + self._interval)
             if await waits.run(until, _disconnect, receive) is not TIMED_OUT:
                 return WatchEnd.CLIENT_GONE
             if self._stopped:

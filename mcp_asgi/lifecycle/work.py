@@ -17,7 +17,7 @@ import anyio
 import anyio.lowlevel
 
 from mcp_asgi._loggers import errors_logger as _errors
-from mcp_asgi._loop import Line, run_in_thread, within
+from mcp_asgi._loop import Line, checkpoint, run_in_thread, within
 from mcp_asgi.lifecycle.lazy_event import LazyEvent
 
 T = TypeVar("T")
@@ -97,7 +97,7 @@ class RunningWork:
         event loop is waited first, and only work still running then starts the timer.
         """
         if self.running:
-            await anyio.lowlevel.checkpoint()
+            await checkpoint()
         if self.running:  # one loop timer (anyio's scope off asyncio): on every cancel
             await within(grace, self._idle.wait)
         return not self.running

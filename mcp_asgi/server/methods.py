@@ -107,8 +107,9 @@ class Methods:
         """`tools/call`: a decorated tool's handler, else a source's tool."""
         registry = self._registry
         name = str(request.params["name"])
+        tool = registry.tools.get(name)  # looked up once: a decorated tool, most calls
         sources = registry.tool_sources
-        if name not in registry.tools and sources:
+        if tool is None and sources:
             exposed = sources.get(name)
             if exposed is None:
                 await sources.load(ctx, registry.tools)
@@ -117,7 +118,8 @@ class Methods:
                 if ctx.task_id is None and sources.task_of(name) == "required":
                     raise missing_tasks_extension(name)  # a 2025-era request: no tasks there
                 return await exposed.call(_arguments(request), ctx)
-        tool = _named(registry.tools, request, "tool")
+        if tool is None:  # a source's read may have added it
+            tool = _named(registry.tools, request, "tool")
         if ctx.task_id is None and registry.task_policies.get(tool.name) == "required":
             raise missing_tasks_extension(tool.name)  # a 2025-era request: no tasks there
         return await tool.call(_arguments(request), ctx)

@@ -272,6 +272,13 @@ class TaskMethods:
 _TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 
 
+def may_route(request: McpRequest) -> bool:
+    """Whether `TaskMethods.route` may answer anything but None for `request`: a method of
+    the extension's, or a request whose client declares it. Asked first on every request
+    (most are neither), for less than `route` itself."""
+    return request.method in _TASK_METHODS or declares_tasks(request)
+
+
 def declares_tasks(request: McpRequest) -> bool:
     """Whether this request's own `_meta` client capabilities declare the extension."""
     extensions: Any = request.client_capabilities.get("extensions")

@@ -626,6 +626,24 @@ async def test_internal_error_is_a_json_rpc_error_not_a_crash(
     assert any(record.exc_info for record in caplog.records)
 
 
+async def test_internal_error_after_the_reply_started_sends_nothing_more(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bug once the response has started is logged; no second response is started (the
+    client keeps the reply it got)."""
+    from mcp_asgi.http.reply import ReplyWriter
+
+    async def broken(self: ReplyWriter) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(ReplyWriter, "end", broken)  # after the reply is written
+    with caplog.at_level(logging.ERROR, logger="mcp_asgi"):
+        response = await post_mcp(McpMiddleware(bare_app, server=mcp_server()), "/mcp")
+    assert response.status_code == 200
+    assert echoed(response) == "hi"
+    assert any(record.exc_info for record in caplog.records)
+
+
 MISCONFIGURED_APP = """
 from fastapi import FastAPI
 from mcp_asgi import McpMiddleware, McpServer

@@ -1,15 +1,19 @@
 """`_loop.interrupt.Interruptible` on asyncio: a wait ended by its time or by `interrupt()`
 leaves no cancellation behind, also when the awaited code swallows it; a cancellation
-from outside passes through. (`within`, built on it, is tested through the body read on
+from outside passes through; the waits of a loop share one timer, which ends each at its
+own time and holds no loop. (`within`, built on it, is tested through the body read on
 both loops: tests/http/test_body.py.)"""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
+import weakref
 from typing import Any, cast
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from mcp_asgi._loop.current import native_task
@@ -87,3 +91,43 @@ async def test_within_without_a_limit_just_awaits() -> None:
     assert await within(math.inf, answer) == "done"
     assert await within(0.01, anyio.sleep, 10) is TIMED_OUT
     assert cancelling() == 0
+
+
+async def test_the_waits_of_a_loop_each_end_at_their_own_time() -> None:
+    """One timer serves every wait of the loop: a wait added with an earlier limit than the
+    timer's is ended first; none is ended before its limit; one that answers is left."""
+    loop = asyncio.get_running_loop()
+    ended: list[tuple[str, bool]] = []
+
+    async def wait(name: str, seconds: float, fn: Any, *args: object) -> None:
+        until = loop.time() + seconds
+        outcome = await within(seconds, fn, *args)
+        ended.append((name, outcome is TIMED_OUT and loop.time() >= until))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait, "late", 0.06, anyio.sleep, 10)
+        await anyio.lowlevel.checkpoint()  # "late" sets the timer first
+        tg.start_soon(wait, "early", 0.02, anyio.sleep, 10)
+        tg.start_soon(wait, "answers", 0.01, answer)
+    assert ended == [("answers", False), ("early", True), ("late", True)]
+    assert cancelling() == 0
+
+
+def test_the_shared_timer_holds_no_loop() -> None:
+    """A loop closed with a wait's timer still pending is freed (the timer is weakly
+    held)."""
+
+    async def main() -> None:
+        await within(10, answer)
+        await within(0.01, anyio.sleep, 10)
+        await within(30, answer)  # its limit's timer is still pending at the loop's close
+
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    freed = weakref.ref(loop)
+    del loop
+    gc.collect()
+    assert freed() is None
