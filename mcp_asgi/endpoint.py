@@ -17,7 +17,7 @@ from mcp_asgi.protocol.message import IncomingMessage
 from mcp_asgi.protocol.validate import validate
 from mcp_asgi.server.listen import LISTEN, check_listen
 from mcp_asgi.server.mcp_server import McpServer, ResultOptions
-from mcp_asgi.tasks import TaskMethods, may_route
+from mcp_asgi.tasks import TaskMethods
 
 
 class ModernEndpoint:
@@ -54,12 +54,8 @@ class ModernEndpoint:
         held = self._limits.hold("listen_streams", self._limits.key(asgi_scope)) if listen else None
         writer = ReplyWriter(exchange.send, "sse" if listen else exchange.mode)
         options = self._options
-        tasks = self._tasks  # the Tasks extension asked only where it may have a say
-        routed = (
-            tasks.route(request, exchange, inputs=inputs)
-            if tasks is not None and may_route(request)
-            else None
-        )
+        tasks = self._tasks
+        routed = None if tasks is None else tasks.route(request, exchange, inputs=inputs)
         dispatch = routed or server.dispatch  # the Tasks extension's methods, or the server's
         try:
             opened = self._inflight.open(exchange, request, writer, inputs=inputs)

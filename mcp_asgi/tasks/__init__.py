@@ -17,7 +17,7 @@ layers below (settings, server, input, store, telemetry, lifecycle, http, protoc
 never the endpoints, legacy, inflight or the middleware.
 """
 
-from mcp_asgi.tasks.methods import TaskMethods, declares_tasks, may_route
+from mcp_asgi.tasks.methods import TaskMethods, declares_tasks
 from mcp_asgi.tasks.record import TaskRecord
 from mcp_asgi.tasks.registry import TaskRegistry
 from mcp_asgi.tasks.supervisor import TaskSupervisor
@@ -28,5 +28,4 @@ __all__ = [
     "TaskRegistry",
     "TaskSupervisor",
     "declares_tasks",
-    "may_route",
 ]

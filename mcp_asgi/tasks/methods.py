@@ -88,7 +88,10 @@ class TaskMethods:
     ) -> Method | None:
         """The method that answers `request` (POSTed in `exchange`) if the extension has a
         say in it, else None; the task store out of reach, it answers 503 (reason
-        `store_unavailable`)."""
+        `store_unavailable`). Most requests are neither one of the extension's methods nor
+        from a client declaring it: those are answered None at once."""
+        if request.method not in _TASK_METHODS and not declares_tasks(request):
+            return None
         method = self._route(request, exchange.asgi_scope, body=exchange.body, inputs=inputs)
         return None if method is None else _store_errors(method)
 
@@ -97,10 +100,8 @@ class TaskMethods:
     ) -> Method | None:
         method = request.method
         if method == "tools/call":
-            # a client that does not declare the extension gets a plain call: the server
-            # refuses a task-required tool itself (-32600, the same error)
-            if not declares_tasks(request):
-                return None
+            # (a client that does not declare the extension gets a plain call, `route`
+            # answered None: the server refuses a task-required tool itself, -32600)
             if self._server.task_policy(str(request.params.get("name"))) == "never":
                 return None
             client = self._limits.key(asgi_scope)
@@ -270,13 +271,6 @@ class TaskMethods:
 
 
 _TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
-
-
-def may_route(request: McpRequest) -> bool:
-    """Whether `TaskMethods.route` may answer anything but None for `request`: a method of
-    the extension's, or a request whose client declares it. Asked first on every request
-    (most are neither), for less than `route` itself."""
-    return request.method in _TASK_METHODS or declares_tasks(request)
 
 
 def declares_tasks(request: McpRequest) -> bool:
