@@ -345,29 +345,10 @@ async def call(
 ) -> list[dict[str, Any]]:
     """One request; the client leaves once the reply is complete or when `gone` is set.
     Returns every message sent."""
-    sent: list[dict[str, Any]] = []
-    body_given = False
-    done = asyncio.Event()
-
-    async def receive() -> dict[str, Any]:
-        nonlocal body_given
-        if not body_given:
-            body_given = True
-            return {"type": "http.request", "body": payload, "more_body": False}
-        await (gone or done).wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-        if message["type"] == "http.response.body" and not message.get("more_body", False):
-            done.set()
-
-    await app(inprocess.http_scope(headers), receive, send)
-    return sent
+    return await inprocess.exchange(app, inprocess.http_scope(headers), payload, gone)
 
 
-def _body(messages: list[dict[str, Any]]) -> bytes:
-    return b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body")
+_body = inprocess.body_of
 
 
 _ids = iter(range(1_000_000_000, 2_000_000_000))

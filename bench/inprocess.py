@@ -68,10 +68,11 @@ def _scope_of(request: bytes) -> dict[str, Any]:
     )
 
 
-async def _one_call(
+async def exchange(
     app: Any, scope: dict[str, Any], payload: bytes, gone: asyncio.Event | None = None
-) -> bytes:
-    """One request; its client leaves once the reply is complete, or when `gone` is set."""
+) -> list[dict[str, Any]]:
+    """One request, driven as uvicorn drives it; its client leaves once the reply is
+    complete, or when `gone` is set. Returns every message the app sent."""
     sent: list[dict[str, Any]] = []
     body_given = False
     done = asyncio.Event()
@@ -90,7 +91,19 @@ async def _one_call(
             done.set()
 
     await app(dict(scope), receive, send)
-    return b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return sent
+
+
+def body_of(messages: list[dict[str, Any]]) -> bytes:
+    """The response body of an `exchange`'s messages."""
+    return b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body")
+
+
+async def _one_call(
+    app: Any, scope: dict[str, Any], payload: bytes, gone: asyncio.Event | None = None
+) -> bytes:
+    """One request's response body (see `exchange`)."""
+    return body_of(await exchange(app, scope, payload, gone))
 
 
 async def _measure(
