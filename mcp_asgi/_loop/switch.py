@@ -12,7 +12,19 @@ import os
 
 ENV = "MCP_ASGI_PLAIN_ANYIO"
 
-_plain = os.environ.get(ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+_ON, _OFF = {"1", "true", "yes", "on"}, {"", "0", "false", "no", "off"}
+
+
+def _from_env(value: str) -> bool:
+    """The switch as `MCP_ASGI_PLAIN_ANYIO` sets it; any other value is refused, never
+    read as off."""
+    word = value.strip().lower()
+    if word not in _ON | _OFF:
+        raise ValueError(f"{ENV}={value!r}: use 1 (the plain-anyio path) or 0 (the default)")
+    return word in _ON
+
+
+_plain = _from_env(os.environ.get(ENV, ""))
 
 
 def plain_anyio() -> bool:

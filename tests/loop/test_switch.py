@@ -38,6 +38,15 @@ def test_the_environment_sets_it_at_import(value: str, plain: bool) -> None:
     assert out.stdout.strip() == str(plain)
 
 
+def test_a_value_it_cannot_read_is_refused_at_import() -> None:
+    """`MCP_ASGI_PLAIN_ANYIO=2` is neither on nor off: the import fails naming it."""
+    env = {**os.environ, switch.ENV: "2"}
+    code = f"import runpy; runpy.run_path({switch.__file__!r})"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode != 0
+    assert f"{switch.ENV}='2'" in out.stderr
+
+
 async def where_things_run() -> tuple[bool, object, str]:
     """Whether the fast paths apply, the clock, and the name of a bounded call's thread."""
     name = await _loop.run_in_thread(lambda: threading.current_thread().name, bounded=True)
