@@ -281,3 +281,22 @@ async def test_a_cancel_after_the_reply_is_ignored_at_debug(
     assert scope.reason is None
     assert {r.levelno for r in caplog.records if r.name == CANCEL_LOGGER} == {logging.DEBUG}
     assert not await scope.write({"jsonrpc": "2.0", "method": "late", "params": {}})
+
+
+async def test_a_cancel_before_the_watcher_starts_is_not_lost() -> None:
+    """A signal in the handler's first step, before the request's own task first watches
+    (the watcher is made then): the watcher starts stopped, the request ends with that
+    reason, and nothing waits for the client."""
+    wire = wire_for("tools/call", {"name": "x"}, accept=JSON)
+    await wire.receive()  # the body was read by the middleware
+    scope = request_scope(wire.send)
+
+    async def handler() -> JsonObject:
+        assert scope.cancel(CancelReason.SERVER_SHUTDOWN)  # the first step: nothing awaited yet
+        await anyio.sleep_forever()
+        return {"content": []}
+
+    async with watchdog():
+        await scope.run(wire.receive, handler)
+    assert scope.reason is CancelReason.SERVER_SHUTDOWN
+    assert scope.phase is Phase.ENDED
