@@ -20,15 +20,28 @@ from mcp_asgi._loop import switch
 _asyncio_scope: type[anyio.CancelScope] | None = None
 
 
+if sys.version_info >= (3, 12):  # C already, and its internals moved
+
+    def _current_task() -> asyncio.Task[object] | None:
+        try:
+            return asyncio.current_task()
+        except RuntimeError:  # no asyncio loop is running in this thread
+            return None
+
+else:
+    # `asyncio.current_task()` is a Python function here, which raises without a loop;
+    # its two C halves: the running loop (None without one) and that loop's current task
+    _running_loop = asyncio.events._get_running_loop
+    _current_tasks: dict[object, asyncio.Task[object]] = asyncio.tasks._current_tasks  # type: ignore[attr-defined]
+
+    def _current_task() -> asyncio.Task[object] | None:
+        return _current_tasks.get(_running_loop())
+
+
 def asyncio_task() -> asyncio.Task[object] | None:
     """The running asyncio task, or None (on trio, also hosted on an asyncio loop; or with
     the plain-anyio path forced)."""
-    if switch._plain:
-        return None
-    try:
-        return asyncio.current_task()
-    except RuntimeError:  # no asyncio loop is running in this thread
-        return None
+    return None if switch._plain else _current_task()
 
 
 def on_asyncio() -> bool:
