@@ -145,16 +145,16 @@ def validate(
             specs = catalog.param_headers(value) if message.method == "tools/call" else ()
             if specs:  # the tool declares Mcp-Param-* headers
                 _check_param_headers(message, headers, specs, message.params)
-    return McpRequest(
-        id=request_id,
-        method=message.method,
-        params=message.params,
-        protocol_version=meta_version,
-        client_capabilities=capabilities,
-        client_info=client_info,
-        log_level=log_level,
-        progress_token=progress_token,
-        meta=meta,
+    return McpRequest(  # positional: keywords are matched by name on every call
+        request_id,
+        message.method,
+        message.params,
+        meta_version,
+        capabilities,
+        client_info,
+        log_level,
+        progress_token,
+        meta,
     )
 
 
