@@ -38,14 +38,17 @@ commas, anything else a space."""
 _LONGEST_DOUBLE: Final = b"0" * 309  # more digits than a double's 1.8e308 has
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class IncomingMessage:
-    """One JSON-RPC request or notification as it arrived."""
+    """One JSON-RPC request or notification as it arrived.
 
-    method: str
-    params: dict[str, Any]
-    id: RequestId | None
-    is_notification: bool
+    Read-only: the fields are `Final` for the type checker; not a frozen dataclass, whose
+    `__init__` sets each field through `object.__setattr__` (one is made per request)."""
+
+    method: Final[str]
+    params: Final[dict[str, Any]]
+    id: Final[RequestId | None]
+    is_notification: Final[bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,9 +101,7 @@ def parse_post(body: bytes, max_values: int) -> IncomingMessage | IncomingReply:
     params = data.get("params", {})
     if not isinstance(params, dict):
         raise _invalid(request_id, "'params' must be an object")
-    return IncomingMessage(
-        method=method, params=params, id=request_id, is_notification="id" not in data
-    )
+    return IncomingMessage(method, params, request_id, "id" not in data)
 
 
 def peek_id(body: bytes | None, max_values: int) -> RequestId | None:
