@@ -90,7 +90,15 @@ def parse_post(body: bytes, max_values: int) -> IncomingMessage | IncomingReply:
         )
     if not isinstance(data, dict):
         raise ProtocolError(400, INVALID_REQUEST, "Invalid Request: expected a JSON-RPC object")
-    request_id = _read_id(data)
+    # `_read_id` and `is_request_id` inline: this runs for every request
+    request_id = data.get("id")
+    if request_id is not None and (
+        isinstance(request_id, bool) or not isinstance(request_id, (str, int))
+    ):
+        raise _bad_id()
+    notification = request_id is None and "id" not in data
+    if request_id is None and not notification:
+        raise _bad_id()  # "id": null
     if data.get("jsonrpc") != jsonrpc.JSONRPC_VERSION:
         raise _invalid(request_id, "'jsonrpc' must be \"2.0\"")
     method = data.get("method")
@@ -98,10 +106,12 @@ def parse_post(body: bytes, max_values: int) -> IncomingMessage | IncomingReply:
         if "result" in data or "error" in data:
             return _reply(data, request_id)
         raise _invalid(request_id, "'method' must be a non-empty string")
-    params = data.get("params", {})
-    if not isinstance(params, dict):
+    params = data.get("params")
+    if params is None and "params" not in data:
+        params = {}
+    elif not isinstance(params, dict):
         raise _invalid(request_id, "'params' must be an object")
-    return IncomingMessage(method, params, request_id, "id" not in data)
+    return IncomingMessage(method, params, request_id, notification)
 
 
 def peek_id(body: bytes | None, max_values: int) -> RequestId | None:
@@ -164,15 +174,8 @@ def _finite(value: Any) -> bool:
     return True
 
 
-def _read_id(data: dict[str, Any]) -> RequestId | None:
-    if "id" not in data:
-        return None
-    value = data["id"]
-    if not is_request_id(value):
-        raise ProtocolError(
-            400, INVALID_REQUEST, "Invalid Request: 'id' must be a string or integer"
-        )
-    return value
+def _bad_id() -> ProtocolError:
+    return ProtocolError(400, INVALID_REQUEST, "Invalid Request: 'id' must be a string or integer")
 
 
 def _reply(data: dict[str, Any], request_id: RequestId | None) -> IncomingReply:
