@@ -118,8 +118,12 @@ class Tool:
             kwargs = self.signature.bind(dict(arguments), ctx)
         except pydantic.ValidationError as exc:
             return tool_error(f"Invalid arguments for tool {self.name!r}: {_describe(exc)}")
+        signature = self.signature
         try:
-            value = await invoke(self.signature, self.fn, kwargs, ctx)
+            if signature.is_async and signature.dependencies is None:
+                value = await self.fn(**kwargs)  # `invoke`'s first case, without its coroutine
+            else:
+                value = await invoke(signature, self.fn, kwargs, ctx)
         except McpError:
             raise
         except Exception as exc:
