@@ -155,7 +155,10 @@ def validate(
         data = {"supported": list(MODERN_VERSIONS)} if method in _LEGACY_METHODS else None
         raise _fail(message, 404, METHOD_NOT_FOUND, f"Method not found: {method}", data)
     if asgi_scope is not None:
-        _check_header(message, found[1], repeated & 2, "Mcp-Method", method)
+        raw = found[1]
+        # a served method's name is plain ASCII: a header that spells it passes at once
+        if repeated & 2 or raw is None or raw.decode("latin-1") != method:
+            _check_header(message, raw, repeated & 2, "Mcp-Method", method)
     name_key = MCP_NAME_PARAM.get(method)
     if name_key is not None:
         value = params.get(name_key)
@@ -164,7 +167,15 @@ def validate(
                 message, 400, INVALID_PARAMS, f"Invalid params: '{name_key}' must be a string"
             )
         if asgi_scope is not None:
-            _check_header(message, found[2], repeated & 4, "Mcp-Name", value)
+            raw = found[2]
+            # a plain name (ASCII, no space, not `=?`) that the header spells passes at once
+            if (
+                repeated & 4
+                or raw is None
+                or raw.decode("latin-1") != value
+                or not (value.isascii() and value.isidentifier())
+            ):
+                _check_header(message, raw, repeated & 4, "Mcp-Name", value)
             specs = catalog.param_headers(value) if method == "tools/call" else ()
             if specs:  # the tool declares Mcp-Param-* headers
                 _check_param_headers(message, _mcp_headers(asgi_scope), specs, params)
