@@ -1,4 +1,4 @@
-"""Parsing one JSON-RPC message from a request body into an immutable `IncomingMessage`.
+"""Parsing one JSON-RPC message from a request body into a read-only `IncomingMessage`.
 
 Knows nothing about methods, handlers or HTTP."""
 

@@ -1,7 +1,7 @@
 """Validation of a 2026-07-28 request: version, `_meta` envelope, method, standard headers.
 
 Runs the spec's validation ladder in order; the first failing step answers. Produces an
-immutable `McpRequest`. Knows the method catalogue only through `MethodCatalog`.
+`McpRequest` (read-only). Knows the method catalogue only through `MethodCatalog`.
 """
 
 from __future__ import annotations
