@@ -155,7 +155,7 @@ class ClientLimits:
 
     def key(self, asgi_scope: Scope) -> str:
         """The client a request counts against (`client_key`, with this endpoint's prefixes)."""
-        # `client_key`'s common case inline (an address, no identity): one call per request
+        # `client_key`'s common case inline (an address, no identity): no call for it
         client = asgi_scope.get("client")
         if (
             client

@@ -50,7 +50,7 @@ def validate(
     then checked alone, and no `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` or
     `Mcp-Param-*` header is expected.
     """
-    # One function with few calls: each Python call costs ≈ 1,000 instructions, and this
+    # One function with few calls: each Python call costs hundreds of instructions, and this
     # runs for every request (the ladder's order and messages are the spec's).
     request_id = message.id
     if request_id is None:
