@@ -25,12 +25,20 @@ class Buckets:
         """Take one token for `key`: 0.0 when there was one, else the seconds until
         there will be (nothing is taken then)."""
         now = self._clock()
-        tokens = self._level(key, now)
+        buckets = self._buckets
+        # `_level`, inline (this runs for every request)
+        saved = buckets.get(key)
+        if saved is None:
+            tokens = self._burst
+        else:
+            tokens = saved[0] + (now - saved[1]) * self._rate
+            if tokens > self._burst:
+                tokens = self._burst
         if tokens < 1.0:
-            self._buckets[key] = (tokens, now)
+            buckets[key] = (tokens, now)
             return (1.0 - tokens) / self._rate
-        self._buckets[key] = (tokens - 1.0, now)
-        if len(self._buckets) > _SWEEP_ABOVE and now >= self._next_sweep:
+        buckets[key] = (tokens - 1.0, now)
+        if len(buckets) > _SWEEP_ABOVE and now >= self._next_sweep:
             self._sweep(now)
         return 0.0
 

@@ -155,6 +155,18 @@ class ClientLimits:
 
     def key(self, asgi_scope: Scope) -> str:
         """The client a request counts against (`client_key`, with this endpoint's prefixes)."""
+        # `client_key`'s common case inline (an address, no identity): no call for it
+        client = asgi_scope.get("client")
+        if (
+            client
+            and self._ipv4_prefix == 32
+            and PRINCIPAL_KEY not in asgi_scope
+            and "user" not in asgi_scope
+            and "auth" not in asgi_scope
+        ):
+            host = client[0]
+            if type(host) is str and ":" not in host:
+                return "addr:" + host
         return client_key(asgi_scope, ipv4_prefix=self._ipv4_prefix, ipv6_prefix=self._ipv6_prefix)
 
     def held(self, kind: Kind, key: str) -> int:
@@ -163,8 +175,9 @@ class ClientLimits:
 
     def check_rate(self, key: str) -> None:
         """Take one request from the client's budget; 429 when it has none left."""
-        if self._buckets is not None:
-            wait = self._buckets.take(key)
+        buckets = self._buckets
+        if buckets is not None:
+            wait = buckets.take(key)
             if wait:
                 raise TooManyRequests("request rate limit reached", wait, "rate_limit")
 
@@ -181,11 +194,16 @@ class ClientLimits:
 
     def hold(self, kind: Kind, key: str) -> Hold:
         """One more `kind` held by client `key`; 429 when it already holds its limit."""
-        if self._limits[kind] is None:
+        limit = self._limits[kind]
+        if limit is None:
             return _NOTHING
+        held = self._held
         slot = (kind, key)
-        self._held[slot] = self._refuse_if_full(kind, key) + 1
-        return Hold(self._held, slot)
+        count = held.get(slot, 0)
+        if count >= limit:  # `_refuse_if_full`'s refusal
+            self._refuse_if_full(kind, key)
+        held[slot] = count + 1
+        return Hold(held, slot)
 
     def _refuse_if_full(self, kind: Kind, key: str) -> int:
         """How many of `kind` client `key` holds; 429 when that is its limit."""

@@ -1,7 +1,7 @@
 """Validation of a 2026-07-28 request: version, `_meta` envelope, method, standard headers.
 
 Runs the spec's validation ladder in order; the first failing step answers. Produces an
-immutable `McpRequest`. Knows the method catalogue only through `MethodCatalog`.
+`McpRequest` (read-only). Knows the method catalogue only through `MethodCatalog`.
 """
 
 from __future__ import annotations
@@ -50,13 +50,19 @@ def validate(
     then checked alone, and no `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` or
     `Mcp-Param-*` header is expected.
     """
+    # One function with few calls: each Python call costs hundreds of instructions, and this
+    # runs for every request (the ladder's order and messages are the spec's).
     request_id = message.id
     if request_id is None:
         raise ValueError("validate() takes requests, not notifications")
-    headers = _mcp_headers(asgi_scope) if asgi_scope is not None else None
-    meta = message.params.get("_meta")
+    method, params = message.method, message.params
+    meta = params.get("_meta")
     meta_version = meta.get(_VERSION_KEY) if isinstance(meta, dict) else None
-    if headers is None:  # stdio: the body's version is the only one
+    # the MCP-Protocol-Version, Mcp-Method and Mcp-Name headers, in one pass: the first
+    # value of each (`found`), and a bit (1 << its slot) for each sent more than once
+    found: list[bytes | None] = [None, None, None]
+    repeated = 0
+    if asgi_scope is None:  # stdio: the body's version is the only one
         header_version = meta_version if isinstance(meta_version, str) else None
         if header_version is None:
             raise _fail(
@@ -66,7 +72,22 @@ def validate(
                 f"Invalid params: _meta.{META_PREFIX}protocolVersion is required",
             )
     else:
-        header_version = _header(message, headers, b"mcp-protocol-version", "MCP-Protocol-Version")
+        for key, value in asgi_scope["headers"]:
+            slot = _SLOTS.get(key)
+            if slot is None:
+                if key.islower():  # as ASGI servers send names: not one of the three
+                    continue
+                slot = _SLOTS.get(key.lower())
+                if slot is None:
+                    continue
+            if found[slot] is None:
+                found[slot] = value
+            else:
+                repeated |= 1 << slot
+        if repeated & 1:
+            raise _twice(message, "MCP-Protocol-Version")
+        raw = found[0]
+        header_version = None if raw is None else raw.decode("latin-1").strip(" \t")
     if header_version is None:
         raise _fail(
             message,
@@ -121,41 +142,58 @@ def validate(
             message, 400, INVALID_PARAMS, f"Invalid params: unknown log level {log_level!r}"
         )
     progress_token = meta.get("progressToken")
-    if isinstance(progress_token, bool) or not isinstance(progress_token, (str, int, type(None))):
+    if progress_token is not None and (
+        isinstance(progress_token, bool) or not isinstance(progress_token, (str, int))
+    ):
         raise _fail(
             message,
             400,
             INVALID_PARAMS,
             "Invalid params: progressToken must be a string or integer",
         )
-    if not catalog.has_method(message.method):
-        data = {"supported": list(MODERN_VERSIONS)} if message.method in _LEGACY_METHODS else None
-        raise _fail(message, 404, METHOD_NOT_FOUND, f"Method not found: {message.method}", data)
-    if headers is not None:
-        _check_header(message, headers, b"mcp-method", "Mcp-Method", message.method)
-    name_key = MCP_NAME_PARAM.get(message.method)
+    if not catalog.has_method(method):
+        data = {"supported": list(MODERN_VERSIONS)} if method in _LEGACY_METHODS else None
+        raise _fail(message, 404, METHOD_NOT_FOUND, f"Method not found: {method}", data)
+    if asgi_scope is not None:
+        raw = found[1]
+        # a served method's name is plain ASCII: a header that spells it passes at once
+        if repeated & 2 or raw is None or raw.decode("latin-1") != method:
+            _check_header(message, raw, repeated & 2, "Mcp-Method", method)
+    name_key = MCP_NAME_PARAM.get(method)
     if name_key is not None:
-        value = message.params.get(name_key)
+        value = params.get(name_key)
         if not isinstance(value, str):
             raise _fail(
                 message, 400, INVALID_PARAMS, f"Invalid params: '{name_key}' must be a string"
             )
-        if headers is not None:
-            _check_header(message, headers, b"mcp-name", "Mcp-Name", value)
-            specs = catalog.param_headers(value) if message.method == "tools/call" else ()
+        if asgi_scope is not None:
+            raw = found[2]
+            # a plain name (ASCII, no space, not `=?`) that the header spells passes at once
+            if (
+                repeated & 4
+                or raw is None
+                or raw.decode("latin-1") != value
+                or not (value.isascii() and value.isidentifier())
+            ):
+                _check_header(message, raw, repeated & 4, "Mcp-Name", value)
+            specs = catalog.param_headers(value) if method == "tools/call" else ()
             if specs:  # the tool declares Mcp-Param-* headers
-                _check_param_headers(message, headers, specs, message.params)
-    return McpRequest(
-        id=request_id,
-        method=message.method,
-        params=message.params,
-        protocol_version=meta_version,
-        client_capabilities=capabilities,
-        client_info=client_info,
-        log_level=log_level,
-        progress_token=progress_token,
-        meta=meta,
+                _check_param_headers(message, _mcp_headers(asgi_scope), specs, params)
+    return McpRequest(  # positional: keywords are matched by name on every call
+        request_id,
+        method,
+        params,
+        meta_version,
+        capabilities,
+        client_info,
+        log_level,
+        progress_token,
+        meta,
     )
+
+
+_SLOTS: Final = {b"mcp-protocol-version": 0, b"mcp-method": 1, b"mcp-name": 2}
+"""The headers every request's validation reads, by lower-case name: their slot."""
 
 
 def _fail(
@@ -180,23 +218,33 @@ def _mcp_headers(asgi_scope: Scope) -> _Headers:
     return found
 
 
+def _twice(message: IncomingMessage, label: str) -> ProtocolError:
+    return _fail(
+        message, 400, HEADER_MISMATCH, f"Header mismatch: {label} header appears more than once"
+    )
+
+
 def _header(message: IncomingMessage, headers: _Headers, name: bytes, label: str) -> str | None:
     """A header's value with optional whitespace trimmed; -32020 if it is sent twice."""
     values = headers.get(name, ())
     if len(values) > 1:
-        raise _fail(
-            message, 400, HEADER_MISMATCH, f"Header mismatch: {label} header appears more than once"
-        )
+        raise _twice(message, label)
     return values[0].decode("latin-1").strip(" \t") if values else None
 
 
 def _check_header(
-    message: IncomingMessage, headers: _Headers, name: bytes, label: str, expected: str
+    message: IncomingMessage, raw: bytes | None, repeated: int, label: str, expected: str
 ) -> None:
-    raw = _header(message, headers, name, label)
+    """-32020 unless the header (its first value `raw`; `repeated` when sent more than
+    once) is there once and decodes (`decode_header_value`) to `expected`."""
+    if repeated:
+        raise _twice(message, label)
     if raw is None:
         raise _fail(message, 400, HEADER_MISMATCH, f"Header mismatch: {label} header is required")
-    value = decode_header_value(raw)
+    text = raw.decode("latin-1").strip(" \t")
+    # a plain value (most are) is itself; decode_header_value says the same, with a call
+    plain = text.isascii() and text.isprintable() and not text.startswith("=?")
+    value = text if plain else decode_header_value(text)
     if value is None:
         raise _fail(
             message, 400, HEADER_MISMATCH, f"Header mismatch: {label} header value is malformed"

@@ -127,6 +127,11 @@ class McpServer:
             "completion/complete": methods.complete,
             LISTEN: self._listen,
         }
+        # each method -> the family whose registrations it needs ("" for none): `has_method`
+        self._gates: dict[str, str] = {
+            method: family if (family := method.partition("/")[0]) in _FAMILIES else ""
+            for method in self._methods
+        }
 
     # -- registering -----------------------------------------------------------------
 
@@ -421,12 +426,10 @@ class McpServer:
     def has_method(self, method: str) -> bool:
         """Whether `method` is served (capability-gated methods only when advertised; the
         Tasks extension's methods when a tool may run as a task)."""
-        if method in TASK_METHODS:
-            return self.has_tasks
-        if method not in self._methods:
-            return False
-        family = method.partition("/")[0]
-        return self._registry.serves(family) if family in _FAMILIES else True
+        gate = self._gates.get(method)
+        if gate is None:
+            return method in TASK_METHODS and self.has_tasks
+        return not gate or self._registry.serves(gate)
 
     @property
     def has_tasks(self) -> bool:
@@ -450,12 +453,15 @@ class McpServer:
     def param_headers(self, tool_name: str) -> tuple[ParamHeader, ...]:
         """The `Mcp-Param-*` headers a call of `tool_name` must carry (from the
         `x-mcp-header` annotations of its input schema); none for an unknown tool."""
-        return self._registry.param_headers(tool_name)
+        tool = self._registry.tools.get(tool_name)  # asked for every tools/call: no call more
+        return tool.headers if tool else ()
 
     def timeout_for(self, request: McpRequest) -> float | None:
         """The tool's own timeout, if the request calls a tool that has one."""
         if request.method == "tools/call":
-            return self._registry.timeout_of(str(request.params.get("name")))
+            name = str(request.params.get("name"))
+            tool = self._registry.tools.get(name)  # a decorated tool's, without a call more
+            return tool.timeout if tool else self._registry.timeout_of(name)
         return None
 
     # -- authorization ---------------------------------------------------------------

@@ -122,7 +122,10 @@ class Methods:
             tool = _named(registry.tools, request, "tool")
         if ctx.task_id is None and registry.task_policies.get(tool.name) == "required":
             raise missing_tasks_extension(tool.name)  # a 2025-era request: no tasks there
-        return await tool.call(_arguments(request), ctx)
+        arguments = request.params.get("arguments") or {}  # `_arguments`, inline
+        if not isinstance(arguments, dict):
+            raise McpError(INVALID_PARAMS, "Invalid params: 'arguments' must be an object")
+        return await tool.call(arguments, ctx)
 
     async def get_prompt(
         self, request: McpRequest, ctx: Context, options: ResultOptions

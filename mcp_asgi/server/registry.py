@@ -21,7 +21,6 @@ from types import FrameType
 from typing import Any, Final, TypeVar, get_args
 
 from mcp_asgi.bus.in_process import ChangeEvent, ChangeKind
-from mcp_asgi.protocol.request import ParamHeader
 from mcp_asgi.server.catalogs import SourceCatalogs
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.metadata import (
@@ -282,11 +281,6 @@ class Registry:
         """The tool's own timeout (a source's tool: its source's), or None."""
         tool = self.tools.get(tool_name)
         return tool.timeout if tool else self.tool_sources.timeout_of(tool_name)
-
-    def param_headers(self, tool_name: str) -> tuple[ParamHeader, ...]:
-        """`McpServer.param_headers`."""
-        tool = self.tools.get(tool_name)
-        return tool.headers if tool else ()
 
     def resource_key(self, uri: object) -> str:
         """The registered URI (or template) serving `uri`, else `uri` itself."""

@@ -74,7 +74,9 @@ class HandlerSignature:
         """
         # the model's own validator: `model_validate` is a Python wrapper around this call
         fields = self._validate(arguments).__dict__
-        kwargs = {param: fields[name] for name, param in self._names}
+        kwargs = {}
+        for name, param in self._names:  # not a comprehension: a call of its own on 3.11
+            kwargs[param] = fields[name]
         if self.context_param:
             kwargs[self.context_param] = ctx
         if self.token_param:

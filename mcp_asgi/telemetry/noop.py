@@ -41,7 +41,9 @@ class ProviderWatch:
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
         self._recording = False
-        self._noop_until = -math.inf
+        self.noop_until = -math.inf
+        """Until when (`time.monotonic()`) both are known to record nothing: `noop()` needs
+        no call before then."""
 
     def noop(self) -> bool:
         """Whether both providers record nothing. Once a real provider shows up (the
@@ -50,7 +52,7 @@ class ProviderWatch:
         if self._recording:
             return False
         now = time.monotonic()
-        if now < self._noop_until:
+        if now < self.noop_until:
             return True
         tracer_provider = self._tracer_provider
         if tracer_provider is None or isinstance(tracer_provider, trace.ProxyTracerProvider):
@@ -61,7 +63,7 @@ class ProviderWatch:
         if isinstance(tracer_provider, _NOOP_TRACER_PROVIDERS) and isinstance(
             meter_provider, _NOOP_METER_PROVIDERS
         ):
-            self._noop_until = now + _RECHECK
+            self.noop_until = now + _RECHECK
             return True
         self._recording = True
         return False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind
@@ -77,7 +78,8 @@ class Telemetry:
         trace context carried in `_meta` is made current for the handler.
         """
         try:
-            if self._providers.noop():
+            providers = self._providers
+            if time.monotonic() < providers.noop_until or providers.noop():  # a call less
                 parent, _ = self.parent_context.extract(request.meta)
                 return _NOOP if parent is None else ContextOnly(parent, self.failed)
             return RequestTelemetry(self, asgi_scope, request)

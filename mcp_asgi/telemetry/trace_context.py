@@ -18,15 +18,18 @@ class ParentContext:
 
     def __init__(self) -> None:
         self._textmap: object = None
-        self._fields: tuple[str, ...] = ()
+        self._fields: frozenset[str] = frozenset()
 
     def extract(self, meta: Mapping[str, Any]) -> tuple[otel_context.Context | None, list[Link]]:
         """The context carried in `meta` and a link to the ambient span; `(None, [])` when
         `meta` carries no valid span context (the span then takes the ambient one)."""
         textmap = propagate.get_global_textmap()
         if textmap is not self._textmap:
-            self._textmap, self._fields = textmap, tuple(textmap.fields)
-        carrier = {k: v for k in self._fields if isinstance(v := meta.get(k), str)}
+            self._textmap, self._fields = textmap, frozenset(textmap.fields)
+        fields = self._fields
+        if fields.isdisjoint(meta):  # none of the propagators' keys (most requests): one C call
+            return None, []
+        carrier = {k: v for k in fields if isinstance(v := meta.get(k), str)}
         if not carrier:
             return None, []
         current = otel_context.get_current()

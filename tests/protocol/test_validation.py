@@ -12,6 +12,9 @@ import pytest
 from pydantic import Field
 
 from mcp_asgi import McpMiddleware, McpServer, McpSettings
+from mcp_asgi.protocol.jsonrpc import ProtocolError
+from mcp_asgi.protocol.message import parse_message
+from mcp_asgi.protocol.validate import validate
 from mcp_asgi.testing import McpResponse, McpTestClient, serve
 
 from ..helpers import Wire, asgi_request, http_scope, mcp_app, mcp_body, mcp_headers, post
@@ -641,3 +644,48 @@ async def test_dns_rebinding_is_refused_on_a_real_loopback_socket() -> None:
     assert rebound.final["error"]["code"] == INVALID_REQUEST
     assert local.status == 200
     assert local.final["result"]["content"][0]["text"] == "x"
+
+
+_STANDARD = [
+    (b"MCP-Protocol-Version", b"2026-07-28"),
+    (b"Mcp-Method", b"tools/call"),
+    (b"Mcp-Name", b"echo"),
+]
+
+
+@pytest.mark.parametrize(
+    ("headers", "error"),
+    [
+        (_STANDARD, None),
+        (
+            [*_STANDARD, (b"mcp-protocol-version", b"2026-07-28")],
+            "Header mismatch: MCP-Protocol-Version header appears more than once",
+        ),
+        (
+            [*_STANDARD, (b"MCP-METHOD", b"tools/call")],
+            "Header mismatch: Mcp-Method header appears more than once",
+        ),
+        (
+            [*_STANDARD[:2], (b"mcp-name", b"echo"), (b"mCP-nAME", b"other")],
+            "Header mismatch: Mcp-Name header appears more than once",
+        ),
+        (
+            [*_STANDARD[:2], (b"MCP-Name", b"other")],
+            "Header mismatch: Mcp-Name header value 'other' does not match body value 'echo'",
+        ),
+    ],
+)
+def test_header_names_are_read_in_any_case(
+    headers: list[tuple[bytes, bytes]], error: str | None
+) -> None:
+    """ASGI servers send lower-case names, but a name in another case is the same header
+    (and a second one in any case is a duplicate)."""
+    message = parse_message(json.dumps(tool_call()).encode(), 1000)
+    scope = {"type": "http", "headers": [(b"host", b"127.0.0.1:8000"), *headers]}
+    if error is None:
+        assert validate(scope, message, build_server()).method == "tools/call"
+        return
+    with pytest.raises(ProtocolError) as caught:
+        validate(scope, message, build_server())
+    assert (caught.value.http_status, caught.value.code) == (400, MISMATCH)
+    assert caught.value.message == error

@@ -11,11 +11,14 @@ from typing import Any
 import anyio
 import pytest
 from fastapi import FastAPI
-from opentelemetry import metrics, trace
+from opentelemetry import context as otel_context
+from opentelemetry import metrics, propagate, trace
 from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+from opentelemetry.propagators.textmap import Getter, TextMapPropagator, default_getter
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import Attributes
 
 from mcp_asgi import CancelReason, McpMiddleware, McpServer, McpSettings
@@ -444,6 +447,56 @@ async def test_without_sdk_meta_context_still_reaches_the_handler() -> None:
     }
     plain_response = await call(app, "tools/call", {"name": "whoami", "arguments": {}})
     assert plain_response.result["structuredContent"]["trace_id"] == "0" * 32
+
+
+class _RenamedTraceContext(TextMapPropagator):
+    """W3C trace context under another key, `x-parent`: a propagator whose fields are
+    none of the default ones."""
+
+    _inner = TraceContextTextMapPropagator()
+
+    def extract(
+        self,
+        carrier: Any,
+        context: otel_context.Context | None = None,
+        getter: Getter[Any] = default_getter,
+    ) -> otel_context.Context:
+        values = getter.get(carrier, "x-parent")
+        if not values:
+            return context if context is not None else otel_context.Context()
+        return self._inner.extract({"traceparent": values[0]}, context)
+
+    def inject(self, carrier: Any, context: Any = None, setter: Any = None) -> None:
+        return None
+
+    @property
+    def fields(self) -> set[str]:
+        return {"x-parent"}
+
+
+async def test_without_sdk_a_configured_propagator_reads_its_own_meta_keys() -> None:
+    """With no-op providers, the global propagator's own fields are read from `_meta`
+    (not the default `traceparent`): its context reaches the handler."""
+    app = McpMiddleware(
+        host_app(),
+        server=outcomes_server(Probe()),
+        settings=McpSettings(response_mode="json"),
+        tracer_provider=trace.NoOpTracerProvider(),
+        meter_provider=metrics.NoOpMeterProvider(),
+    )
+    parent = f"00-{TRACE_ID:032x}-{PARENT_ID:016x}-01"
+    whoami = {"name": "whoami", "arguments": {}}
+    default = propagate.get_global_textmap()
+    propagate.set_global_textmap(_RenamedTraceContext())
+    try:
+        renamed = await call(app, "tools/call", whoami, meta={"x-parent": parent})
+        standard = await call(app, "tools/call", whoami, meta={"traceparent": parent})
+    finally:
+        propagate.set_global_textmap(default)
+    assert renamed.result["structuredContent"]["trace_id"] == f"{TRACE_ID:032x}"
+    assert standard.result["structuredContent"]["trace_id"] == "0" * 32
+    again = await call(app, "tools/call", whoami, meta={"traceparent": parent})
+    assert again.result["structuredContent"]["trace_id"] == f"{TRACE_ID:032x}"
 
 
 async def test_invalid_meta_traceparent_falls_back_to_ambient(otel: Otel) -> None:
