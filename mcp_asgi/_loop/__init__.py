@@ -5,7 +5,8 @@ anyio (the one other asyncio use: the Redis bus' listener, started lazily withou
 lifespan, asyncio only).
 
     switch      MCP_ASGI_PLAIN_ANYIO: force the plain-anyio path everywhere
-    current     the running asyncio task (or None: trio, plain); cancel scopes made cheaply
+    current     the running asyncio task (or None: trio, plain); cancel scopes made cheaply,
+                and cancelled from outside without anyio naming the task that cancels
     interrupt   within / Waits / Interruptible: waits ended by the task's own cancellation
     tasks       beside (a one-child task group), Task (an asyncio task of its own),
                 checkpoint (anyio's, without its backend lookup on asyncio)
@@ -21,7 +22,7 @@ Imports nothing else from mcp_asgi.
 """
 
 from mcp_asgi._loop.clock import Clock, loop_clock
-from mcp_asgi._loop.current import new_cancel_scope, on_asyncio
+from mcp_asgi._loop.current import cancel_from_outside, new_cancel_scope, on_asyncio
 from mcp_asgi._loop.interrupt import TIMED_OUT, TimedOut, Waits, within
 from mcp_asgi._loop.line import Line
 from mcp_asgi._loop.switch import plain_anyio, use_plain_anyio
@@ -37,6 +38,7 @@ __all__ = [
     "TimedOut",
     "Waits",
     "beside",
+    "cancel_from_outside",
     "checkpoint",
     "loop_clock",
     "new_cancel_scope",

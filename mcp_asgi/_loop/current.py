@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 import sys
+from asyncio.tasks import _enter_task, _leave_task
 
 import anyio
 
@@ -63,3 +64,28 @@ def new_cancel_scope(*, deadline: float = math.inf, shield: bool = False) -> any
     if _asyncio_scope is None:
         _asyncio_scope = type(anyio.CancelScope())
     return _asyncio_scope(deadline=deadline, shield=shield)
+
+
+def cancel_from_outside(scope: anyio.CancelScope) -> None:
+    """`scope.cancel()`, called from a task that runs nothing inside `scope` (a request's
+    watcher cancelling its handler's scope, entered in the handler's own task).
+
+    On asyncio the running task is out of sight for the call (asyncio's own
+    `_leave_task`, then `_enter_task`): anyio 4.16 names the task that cancels in the
+    cancellation's message, formatting its `repr` (the coroutine, its location, the
+    callbacks: ~40,000 instructions, more than the rest of the cancel); the message then
+    names only the scope, which is all anyio reads of it (`is_anyio_cancellation`). The
+    delivery is anyio's own, unchanged: only the tasks inside `scope` are cancelled, and a
+    shielded scope in them is respected. The caller must not be one of those tasks: for
+    the running task anyio waits until it next yields, which a hidden task would not.
+    """
+    task = asyncio_task()
+    if task is None:
+        scope.cancel()
+        return
+    loop = task.get_loop()
+    _leave_task(loop, task)
+    try:
+        scope.cancel()
+    finally:
+        _enter_task(loop, task)

@@ -27,7 +27,7 @@ import anyio
 from starlette.types import Receive
 
 from mcp_asgi._loggers import errors_logger as _errors
-from mcp_asgi._loop import Clock, loop_clock, new_cancel_scope
+from mcp_asgi._loop import Clock, cancel_from_outside, loop_clock, new_cancel_scope
 from mcp_asgi.http.reply import ReplyWriter
 from mcp_asgi.lifecycle import runner
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled, signal_token
@@ -236,6 +236,11 @@ class RequestScope:
     def cancel(self, reason: CancelReason) -> bool:
         """Cancel the request; False (logged at DEBUG) if it was already cancelled or its
         final response has been, or is being, written."""
+        return self._signal(reason, from_watcher=False)
+
+    def _signal(self, reason: CancelReason, *, from_watcher: bool) -> bool:
+        """`cancel`; `from_watcher`: called by the watcher, in the request's own task, which
+        runs nothing inside the handler's scope (`_loop.cancel_from_outside`)."""
         with self._lock:
             accepted = self._reason is None and not self.answered
             if accepted:
@@ -249,7 +254,10 @@ class RequestScope:
         if reason is CancelReason.CLIENT_DISCONNECT:
             self._writer.abandon()
         signal_token(self._token, reason)
-        self._handler_scope.cancel()
+        if from_watcher:
+            cancel_from_outside(self._handler_scope)
+        else:
+            self._handler_scope.cancel()
         self._stop_watching()
         if self._observes_signal:  # else no record to make (no SDK)
             self._tell(self._observer.signalled)
@@ -349,10 +357,10 @@ class RequestScope:
         if end is WatchEnd.CLIENT_GONE:
             if self.answered:
                 return  # the reply is complete (ASGI servers then report a disconnect)
-            if self._client_gone():
+            if self._client_gone(from_watcher=True):
                 end = await watcher.until_deadline()
         if end is WatchEnd.DEADLINE:
-            self.cancel(CancelReason.TIMEOUT)
+            self._signal(CancelReason.TIMEOUT, from_watcher=True)
         if self._reason is not None:
             await self._after_signal(self._reason)
 
@@ -378,11 +386,11 @@ class RequestScope:
         else:
             self._unwatched = True
 
-    def _client_gone(self) -> bool:
+    def _client_gone(self, *, from_watcher: bool = False) -> bool:
         """The client went away: cancel, unless this scope outlives disconnects (then only
         stop writing). True if the request goes on."""
         if self._cancel_on_disconnect:
-            self.cancel(CancelReason.CLIENT_DISCONNECT)
+            self._signal(CancelReason.CLIENT_DISCONNECT, from_watcher=from_watcher)
             return False
         self._writer.abandon()
         return self._reason is None
