@@ -31,7 +31,7 @@ from mcp_asgi._loop import Clock, cancel_from_outside, loop_clock, new_cancel_sc
 from mcp_asgi.http.reply import ReplyWriter
 from mcp_asgi.lifecycle import runner
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled, signal_token
-from mcp_asgi.lifecycle.cancel_log import log_cancelled, log_ignored, log_orphan_exited
+from mcp_asgi.lifecycle.cancel_log import listens, log_cancelled, log_ignored, log_orphan_exited
 from mcp_asgi.lifecycle.lazy_event import LazyEvent
 from mcp_asgi.lifecycle.outcome import (
     Outcome,
@@ -447,12 +447,19 @@ class RequestScope:
         self._phase = _ENDED
         if self._reason is not None and self._outcome is None:
             self._outcome = "orphaned" if self._work.running else "exited"
-        if self._reason is None and not self._observes_end:
-            return  # nobody to tell: no record to make (the common case without an SDK)
+        if not self._observes_end and (  # the common case without an SDK
+            self._reason is None or not listens(self._after_side_effect())
+        ):
+            return  # nobody to tell: no record to make
         record = self._tell(self._observer.ended)
         if self._reason is not None:
             with self._observer.activate():
                 log_cancelled(record)
+
+    def _after_side_effect(self) -> bool:
+        """`RequestRecord.after_side_effect`, without the record."""
+        effects, signalled_at = self._side_effects, self._signalled_at
+        return bool(effects) and signalled_at is not None and effects[0].at <= signalled_at
 
     async def _call(
         self, call: Callable[..., Awaitable[JsonObject]], args: tuple[Any, ...]
