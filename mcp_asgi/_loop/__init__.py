@@ -7,7 +7,8 @@ lifespan, asyncio only).
     switch      MCP_ASGI_PLAIN_ANYIO: force the plain-anyio path everywhere
     current     the running asyncio task (or None: trio, plain); cancel scopes made cheaply,
                 and cancelled from outside without anyio naming the task that cancels
-    interrupt   within / Waits / Interruptible: waits ended by the task's own cancellation
+    interrupt   within / Waits / Interruptible: waits ended by the task's own cancellation;
+                within_after_first_step: no limit for what ends in its first step
     tasks       beside (a one-child task group), Task (an asyncio task of its own),
                 checkpoint (anyio's, without its backend lookup on asyncio)
     threads     run_in_thread: the worker threads of sync handlers (a pool on asyncio)
@@ -23,7 +24,7 @@ Imports nothing else from mcp_asgi.
 
 from mcp_asgi._loop.clock import Clock, loop_clock
 from mcp_asgi._loop.current import cancel_from_outside, new_cancel_scope, on_asyncio
-from mcp_asgi._loop.interrupt import TIMED_OUT, TimedOut, Waits, within
+from mcp_asgi._loop.interrupt import TIMED_OUT, TimedOut, Waits, within, within_after_first_step
 from mcp_asgi._loop.line import Line
 from mcp_asgi._loop.switch import plain_anyio, use_plain_anyio
 from mcp_asgi._loop.tasks import Beside, Task, beside, checkpoint
@@ -47,4 +48,5 @@ __all__ = [
     "run_in_thread",
     "use_plain_anyio",
     "within",
+    "within_after_first_step",
 ]

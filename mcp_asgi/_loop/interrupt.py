@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+import types
 import weakref
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import Any, TypeVar, cast
 
 import anyio
 
@@ -48,6 +49,55 @@ def within(
     if task is None:
         return _within_scope(seconds, fn, *args)
     return Interruptible().run(task, task.get_loop().time() + seconds, fn, *args)
+
+
+@types.coroutine
+def within_after_first_step(
+    seconds: float, coro: Coroutine[Any, Any, T]
+) -> Generator[Any, Any, T | TimedOut]:
+    """`await within_after_first_step(seconds, coro)`: `await coro`, or `TIMED_OUT` once
+    `seconds` have passed since it first waited (like `within`).
+
+    On asyncio 3.11+ (`native_task()`) its first step is taken at once, with no limit (it
+    cannot take long: it waits for nothing); only a coroutine that then waits gets one,
+    `within`'s. For sends that almost always return without waiting (the 499 to a client
+    that left): no timer and no coroutine of `within`'s for them. Elsewhere the limit is an
+    anyio cancel scope, which the coroutine's own scopes must nest in (a scope entered in
+    the first step would not): `within` from the start.
+    """
+    if native_task() is None:
+        return (yield from within(seconds, _given, coro).__await__())
+    try:
+        yielded = coro.send(None)
+    except StopIteration as done:
+        return cast(T, done.value)
+    return (yield from within(seconds, _rest_of, coro, yielded).__await__())
+
+
+def _given(awaitable: Awaitable[T]) -> Awaitable[T]:
+    return awaitable
+
+
+@types.coroutine
+def _rest_of(coro: Coroutine[Any, Any, T], yielded: Any) -> Generator[Any, Any, T]:
+    """`await coro` for a coroutine that has taken its first step, which yielded `yielded`
+    (what `yield from` does: what the event loop sends or throws in is passed on)."""
+    while True:
+        try:
+            sent = yield yielded
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # a cancellation, or what the loop throws in
+            try:
+                yielded = coro.throw(exc)
+            except StopIteration as done:
+                return cast(T, done.value)
+        else:
+            try:
+                yielded = coro.send(sent)
+            except StopIteration as done:
+                return cast(T, done.value)
 
 
 async def _within_scope(

@@ -206,7 +206,7 @@ class ReplyWriter:
             if self._ended:
                 return
             try:
-                await _loop.within(_END_TIMEOUT, self._end_exchange)
+                await _loop.within_after_first_step(_END_TIMEOUT, self._end_exchange())
             except Exception:
                 self._ended = True
         finally:
