@@ -69,6 +69,8 @@ class Phase(enum.IntEnum):
 
 # a member looked up on an Enum class costs ~0.4 µs (Python 3.11); a module global, little
 _RUNNING, _RETURNED, _ANSWERING, _ANSWERED, _ENDED = Phase
+_CLIENT_DISCONNECT, _TIMEOUT = CancelReason.CLIENT_DISCONNECT, CancelReason.TIMEOUT
+_CLIENT_GONE, _DEADLINE = WatchEnd.CLIENT_GONE, WatchEnd.DEADLINE
 
 
 class RequestScope:
@@ -130,7 +132,7 @@ class RequestScope:
         bounds the worker threads of the endpoint's sync handlers."""
         self._request = request
         self._writer = writer
-        self._token = CancelToken()
+        self._token: CancelToken | None = None  # made when asked for (most never are)
         self._clock = clock or loop_clock()
         self._started = self._clock() if started is None else started
         self._timeout = timeout
@@ -169,8 +171,17 @@ class RequestScope:
 
     @property
     def token(self) -> CancelToken:
-        """The token thread code polls; set when the request is cancelled."""
-        return self._token
+        """The token thread code polls; set when the request is cancelled (made on the
+        first ask, already set if the request is cancelled by then). Thread-safe."""
+        token = self._token
+        if token is None:
+            with self._lock:  # against a signal, and a thread asking at the same time
+                token = self._token
+                if token is None:
+                    token = self._token = CancelToken()
+                    if self._reason is not None:
+                        signal_token(token, self._reason)
+        return token
 
     @property
     def work(self) -> RunningWork:
@@ -242,23 +253,25 @@ class RequestScope:
         """`cancel`; `from_watcher`: called by the watcher, in the request's own task, which
         runs nothing inside the handler's scope (`_loop.cancel_from_outside`)."""
         with self._lock:
-            accepted = self._reason is None and not self.answered
+            accepted = self._reason is None and self._phase < _ANSWERING
             if accepted:
                 self._reason = reason
                 self._signalled_at = self._clock()
+            token = self._token  # one made from now on is made set
         if not accepted:
             log_ignored(self._request, reason)
             return False
         if self._phase is _RETURNED and not self._work.running:
             self._outcome = "too_late"  # the work was done; only the reply was left
-        if reason is CancelReason.CLIENT_DISCONNECT:
+        if reason is _CLIENT_DISCONNECT:
             self._writer.abandon()
-        signal_token(self._token, reason)
-        if from_watcher:
+        if token is not None:
+            signal_token(token, reason)
+        if from_watcher:  # the watcher is not waiting, and will not again: no stop needed
             cancel_from_outside(self._handler_scope)
         else:
             self._handler_scope.cancel()
-        self._stop_watching()
+            self._stop_watching()
         if self._observes_signal:  # else no record to make (no SDK)
             self._tell(self._observer.signalled)
         return True
@@ -354,13 +367,13 @@ class RequestScope:
         stops the handler and raises the failure."""
         watcher = self._watching()
         end = await watcher.watch(receive)
-        if end is WatchEnd.CLIENT_GONE:
-            if self.answered:
+        if end is _CLIENT_GONE:
+            if self._phase >= _ANSWERING:
                 return  # the reply is complete (ASGI servers then report a disconnect)
             if self._client_gone(from_watcher=True):
                 end = await watcher.until_deadline()
-        if end is WatchEnd.DEADLINE:
-            self._signal(CancelReason.TIMEOUT, from_watcher=True)
+        if end is _DEADLINE:
+            self._signal(_TIMEOUT, from_watcher=True)
         if self._reason is not None:
             await self._after_signal(self._reason)
 
@@ -390,14 +403,14 @@ class RequestScope:
         """The client went away: cancel, unless this scope outlives disconnects (then only
         stop writing). True if the request goes on."""
         if self._cancel_on_disconnect:
-            self._signal(CancelReason.CLIENT_DISCONNECT, from_watcher=from_watcher)
+            self._signal(_CLIENT_DISCONNECT, from_watcher=from_watcher)
             return False
         self._writer.abandon()
         return self._reason is None
 
     async def _after_signal(self, reason: CancelReason) -> None:
         """Tell the client what it must hear, then give the work its grace period."""
-        if reason is CancelReason.CLIENT_DISCONNECT:
+        if reason is _CLIENT_DISCONNECT:
             pass  # nobody to tell
         elif reason.client_initiated:
             # the client asked but is still connected: end its reply, with no message
