@@ -213,9 +213,12 @@ class ReplyWriter:
             lock.release()
 
     async def _end_exchange(self) -> None:
+        send = self._send_asgi  # `_send`, written out: no coroutine per message
         if not self._started:
-            await self._send({"type": "http.response.start", "status": 499, "headers": []})
-        await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+            self._started = True
+            await send({"type": "http.response.start", "status": 499, "headers": []})
+        self._ended = True
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def close(self) -> None:
         """End a reply that is still open, without another message (its request was
