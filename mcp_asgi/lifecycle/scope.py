@@ -73,6 +73,10 @@ _CLIENT_DISCONNECT, _TIMEOUT = CancelReason.CLIENT_DISCONNECT, CancelReason.TIME
 _CLIENT_GONE, _DEADLINE = WatchEnd.CLIENT_GONE, WatchEnd.DEADLINE
 
 
+_OVER = LazyEvent()
+_OVER.set()
+
+
 class RequestScope:
     """Owns one request from dispatch to the handler's real exit."""
 
@@ -155,7 +159,7 @@ class RequestScope:
         # how far it got
         self._lock = threading.Lock()  # signals vs. side-effect marks made from threads
         self._phase = _RUNNING
-        self._over = LazyEvent()  # run() has returned
+        self._over: LazyEvent | None = None  # run() has returned: made by a wait for it
         self._work = RunningWork(on_idle=self._work_returned, threads=threads)
         self._handler_scope = new_cancel_scope()
         self._keepalive_interval = keepalive_interval
@@ -322,6 +326,8 @@ class RequestScope:
         """Wait until the request is over: its reply ended, and its handler exited or was
         given up as an orphan after the grace period (a thread still running is then only
         counted). An async handler that ignores its cancellation keeps this waiting."""
+        if self._over is None:
+            self._over = LazyEvent()
         await self._over.wait()
 
     async def run_sync(self, fn: Callable[[], T]) -> T:
@@ -450,7 +456,10 @@ class RequestScope:
     def finish(self) -> None:
         """`run` is over: end the request (if not yet), and wake `wait_exited`."""
         self._end()
-        self._over.set()
+        if self._over is None:
+            self._over = _OVER  # nobody waits yet: one set for every request
+        else:
+            self._over.set()
 
     def _end(self) -> None:
         """End the request once: settle the outcome, tell the observer, log the cancel

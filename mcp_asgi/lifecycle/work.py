@@ -48,29 +48,38 @@ class ThreadSlots(Line):
 
 
 class RunningWork:
-    """Counts the work still running for one request; calls `on_idle` when none is left."""
+    """Counts the work still running for one request; calls `on_idle` when none is left.
+
+    What most requests never need (the set of owned resources, the event waited for in the
+    grace period) is made when first needed: fewer objects per request in flight."""
+
+    __slots__ = ("_idle", "_on_idle", "_owned", "_threads", "running")
 
     def __init__(self, on_idle: Callable[[], None], threads: ThreadSlots | None = None) -> None:
         self.running = 1  # the handler itself
         self._threads = threads
-        self._idle = LazyEvent()
+        self._idle: LazyEvent | None = None  # made by the first wait_idle that waits
         self._on_idle = on_idle
-        self._owned: set[Closable] = set()
+        self._owned: set[Closable] | None = None  # made by the first own()
 
     def own(self, resource: Closable) -> None:
         """Close `resource` when the handler exits, if the handler has not closed it."""
+        if self._owned is None:
+            self._owned = set()
         self._owned.add(resource)
 
     def disown(self, resource: Closable) -> None:
         """The handler closed `resource` itself."""
-        self._owned.discard(resource)
+        if self._owned is not None:
+            self._owned.discard(resource)
 
     async def handler_exited(self) -> None:
         """The handler returned: close what it left open, then count it out (even if
         closing is interrupted)."""
         try:
-            while self._owned:
-                resource = self._owned.pop()
+            owned = self._owned
+            while owned:
+                resource = owned.pop()
                 with anyio.CancelScope(shield=True):
                     try:
                         await resource.aclose()
@@ -85,7 +94,7 @@ class RunningWork:
         self.running -= 1
         if self.running:
             return
-        if on_loop:
+        if on_loop and self._idle is not None:
             self._idle.set()
         on_idle, self._on_idle = self._on_idle, _nothing  # once; and no cycle left behind
         on_idle()
@@ -99,6 +108,8 @@ class RunningWork:
         if self.running:
             await checkpoint()
         if self.running:  # one loop timer (anyio's scope off asyncio): on every cancel
+            if self._idle is None:
+                self._idle = LazyEvent()
             await within(grace, self._idle.wait)
         return not self.running
 
