@@ -356,10 +356,19 @@ class RequestScope:
     async def handle(
         self, call: Callable[..., Awaitable[JsonObject]], args: tuple[Any, ...]
     ) -> None:
-        """The handler's task: call it, write its final reply, then stop the watcher."""
+        """The handler's task: call it (under the handler's cancel scope, with the
+        observer's context active), write its final reply, then stop the watcher. (The
+        call is written out here: no frame between the handler and its task.)"""
         try:
+            final: JsonObject | None = None  # stays None if cancelled
             try:
-                final = await self._call(call, args)
+                with self._handler_scope, self._observer.activate():
+                    try:
+                        self._result = await call(*args)
+                        self._returned()
+                        final = jsonrpc.response(self._request.id, self._result)
+                    except Exception as exc:
+                        final = self._raised(exc)
             finally:
                 await self._work.handler_exited()
             if final is not None:
@@ -483,29 +492,19 @@ class RequestScope:
         effects, signalled_at = self._side_effects, self._signalled_at
         return bool(effects) and signalled_at is not None and effects[0].at <= signalled_at
 
-    async def _call(
-        self, call: Callable[..., Awaitable[JsonObject]], args: tuple[Any, ...]
-    ) -> JsonObject | None:
-        request_id = self._request.id
-        with self._handler_scope, self._observer.activate():
-            try:
-                self._result = await call(*args)
-                self._returned()
-                return jsonrpc.response(request_id, self._result)
-            except McpError as error:
-                self._returned()
-                return self._failed(error, None)
-            except Exception as exc:
-                self._returned()
-                if self._reason is None:
-                    _errors.exception(
-                        "handler failed",
-                        extra={"request_id": request_id, "method": self._request.method},
-                    )
-                else:
-                    _errors.debug("handler raised after cancellation", exc_info=True)
-                return self._failed(McpError(INTERNAL_ERROR, "Internal error"), exc)
-        return None  # cancelled
+    def _raised(self, exc: Exception) -> JsonObject:
+        """The handler raised `exc` (in the handler's scope and context): its error reply."""
+        self._returned()
+        if isinstance(exc, McpError):
+            return self._failed(exc, None)
+        if self._reason is None:
+            _errors.exception(
+                "handler failed",
+                extra={"request_id": self._request.id, "method": self._request.method},
+            )
+        else:
+            _errors.debug("handler raised after cancellation", exc_info=True)
+        return self._failed(McpError(INTERNAL_ERROR, "Internal error"), exc)
 
     def _returned(self) -> None:
         """The handler returned, not cancelled (after a signal, the phase has moved on)."""
