@@ -158,7 +158,8 @@ class Interruptible:
 class Waits:
     """The waits of one task, one at a time, each ended early by a time or by `interrupt()`
     (then `TIMED_OUT`): an `Interruptible` on a native task, an anyio cancel scope elsewhere.
-    A cancellation that is not its own passes through either way."""
+    A cancellation that is not its own passes through either way. (A request's watcher is
+    one: `lifecycle.watcher.Watcher` subclasses it, one object less per watched request.)"""
 
     __slots__ = ("_cancel_scope", "_interrupt", "_interrupted")
 
@@ -166,6 +167,11 @@ class Waits:
         self._interrupted = False
         self._cancel_scope: anyio.CancelScope | None = None  # the wait's, off asyncio
         self._interrupt: Interruptible | None = None  # the waits', on asyncio (made on the first)
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether `interrupt()` was called (every wait ends at once from then on)."""
+        return self._interrupted
 
     def interrupt(self) -> None:
         """End the current wait, and every later one at once. Idempotent."""

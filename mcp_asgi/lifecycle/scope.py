@@ -389,8 +389,23 @@ class RequestScope:
                 end = await watcher.until_deadline()
         if end is _DEADLINE:
             self._signal(_TIMEOUT, from_watcher=True)
-        if self._reason is not None:
-            await self._after_signal(self._reason)
+        reason = self._reason
+        if reason is None:
+            return
+        # after the signal (written out: no coroutine of its own): tell the client what
+        # it must hear, then give the work its grace period
+        if reason is _CLIENT_DISCONNECT:
+            pass  # nobody to tell
+        elif reason.client_initiated:
+            # the client asked but is still connected: end its reply, with no message
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_ERROR_WRITE_TIMEOUT):
+                await self._writer.close()
+        else:
+            await self._reply_server_error()
+        if self._outcome == "too_late":
+            return
+        if not await self._work.wait_idle(self._cancel_grace):
+            self._end()  # the span ends now; the orphan is counted until the work returns
 
     def _watching(self) -> Watcher:
         """The watcher, made on its first watch (stopped at once if the request was)."""
@@ -422,21 +437,6 @@ class RequestScope:
             return False
         self._writer.abandon()
         return self._reason is None
-
-    async def _after_signal(self, reason: CancelReason) -> None:
-        """Tell the client what it must hear, then give the work its grace period."""
-        if reason is _CLIENT_DISCONNECT:
-            pass  # nobody to tell
-        elif reason.client_initiated:
-            # the client asked but is still connected: end its reply, with no message
-            with anyio.CancelScope(shield=True), anyio.move_on_after(_ERROR_WRITE_TIMEOUT):
-                await self._writer.close()
-        else:
-            await self._reply_server_error()
-        if self._outcome == "too_late":
-            return
-        if not await self._work.wait_idle(self._cancel_grace):
-            self._end()  # the span ends now; the orphan is counted until the work returns
 
     async def stopped_from_outside(self) -> None:
         """The request's task itself is being cancelled (call it shielded): a server
