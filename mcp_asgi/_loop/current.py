@@ -21,15 +21,30 @@ from mcp_asgi._loop import switch
 _asyncio_scope: type[anyio.CancelScope] | None = None
 
 
-def asyncio_task() -> asyncio.Task[object] | None:
-    """The running asyncio task, or None (on trio, also hosted on an asyncio loop; or with
-    the plain-anyio path forced)."""
-    if switch._plain:
-        return None
-    try:
-        return asyncio.current_task()
-    except RuntimeError:  # no asyncio loop is running in this thread
-        return None
+if sys.version_info < (3, 12):
+    # asyncio.current_task() is a Python function before 3.12, which asks for the running
+    # loop (raising without one) and then reads this dict; here it is read directly
+    from asyncio.tasks import _current_tasks  # type: ignore[attr-defined]
+
+    def asyncio_task() -> asyncio.Task[object] | None:
+        """The running asyncio task, or None (on trio, also hosted on an asyncio loop; or
+        with the plain-anyio path forced)."""
+        if switch._plain:
+            return None
+        loop = asyncio._get_running_loop()
+        return None if loop is None else _current_tasks.get(loop)
+
+else:
+
+    def asyncio_task() -> asyncio.Task[object] | None:
+        """The running asyncio task, or None (on trio, also hosted on an asyncio loop; or
+        with the plain-anyio path forced)."""
+        if switch._plain:
+            return None
+        try:
+            return asyncio.current_task()  # a C function since 3.12
+        except RuntimeError:  # no asyncio loop is running in this thread
+            return None
 
 
 def on_asyncio() -> bool:
