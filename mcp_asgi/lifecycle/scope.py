@@ -479,7 +479,8 @@ class RequestScope:
         if self._reason is not None and self._outcome is None:
             self._outcome = "orphaned" if self._work.running else "exited"
         if not self._observes_end and (  # the common case without an SDK
-            self._reason is None or not listens(self._after_side_effect())
+            self._reason is None
+            or not listens(bool(self._side_effects) and self._after_side_effect())
         ):
             return  # nobody to tell: no record to make
         record = self._tell(self._observer.ended)
