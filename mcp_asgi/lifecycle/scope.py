@@ -75,6 +75,9 @@ _CLIENT_GONE, _DEADLINE = WatchEnd.CLIENT_GONE, WatchEnd.DEADLINE
 
 _OVER = LazyEvent()
 _OVER.set()
+# signals vs. side-effect marks and the token made from threads: one lock for every request
+# (each holds it for a few assignments, never across a wait), not one made per request
+_SIGNALS = threading.Lock()
 
 
 class RequestScope:
@@ -82,6 +85,7 @@ class RequestScope:
 
     __slots__ = (
         "__weakref__",
+        "_activates",
         "_cancel_grace",
         "_cancel_on_disconnect",
         "_clock",
@@ -144,6 +148,7 @@ class RequestScope:
         self._observer = observer
         self._observes_end = type(observer).ended is not ScopeObserver.ended
         self._observes_signal = type(observer).signalled is not ScopeObserver.signalled
+        self._activates = type(observer).activate is not ScopeObserver.activate
         self._cancel_grace = cancel_grace
         self._cancel_on_disconnect = cancel_on_disconnect
         self._on_server_end = on_server_end
@@ -157,10 +162,10 @@ class RequestScope:
         self._exception: BaseException | None = None
         self._result: JsonObject | None = None
         # how far it got
-        self._lock = threading.Lock()  # signals vs. side-effect marks made from threads
+        self._lock = _SIGNALS
         self._phase = _RUNNING
         self._over: LazyEvent | None = None  # run() has returned: made by a wait for it
-        self._work = RunningWork(on_idle=self._work_returned, threads=threads)
+        self._work = RunningWork(self, threads)
         self._handler_scope = new_cancel_scope()
         self._keepalive_interval = keepalive_interval
         self._watcher: Watcher | None = None  # made when it first watches (most never do)
@@ -362,13 +367,18 @@ class RequestScope:
         try:
             final: JsonObject | None = None  # stays None if cancelled
             try:
-                with self._handler_scope, self._observer.activate():
-                    try:
-                        self._result = await call(*args)
-                        self._returned()
-                        final = jsonrpc.response(self._request.id, self._result)
-                    except Exception as exc:
-                        final = self._raised(exc)
+                if self._activates:
+                    with self._handler_scope, self._observer.activate():
+                        try:
+                            final = self._answer(await call(*args))
+                        except Exception as exc:
+                            final = self._raised(exc)
+                else:  # nothing to make current (no SDK, no trace context): the same, bare
+                    with self._handler_scope:
+                        try:
+                            final = self._answer(await call(*args))
+                        except Exception as exc:
+                            final = self._raised(exc)
             finally:
                 await self._work.handler_exited()
             if final is not None:
@@ -493,6 +503,12 @@ class RequestScope:
         effects, signalled_at = self._side_effects, self._signalled_at
         return bool(effects) and signalled_at is not None and effects[0].at <= signalled_at
 
+    def _answer(self, result: JsonObject) -> JsonObject:
+        """The handler returned `result`: its reply."""
+        self._result = result
+        self._returned()
+        return jsonrpc.response(self._request.id, result)
+
     def _raised(self, exc: Exception) -> JsonObject:
         """The handler raised `exc` (in the handler's scope and context): its error reply."""
         self._returned()
@@ -518,7 +534,7 @@ class RequestScope:
             self._error, self._exception = error.with_traceback(None), exc
         return jsonrpc.error_response(self._request.id, error)
 
-    def _work_returned(self) -> None:
+    def work_returned(self) -> None:
         """The handler and all its threads have returned (on the loop, or in the last
         thread if the loop is gone)."""
         self._exited_at = self._clock()

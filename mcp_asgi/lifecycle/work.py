@@ -47,19 +47,26 @@ class ThreadSlots(Line):
         super().__init__(total)
 
 
+class Owner(Protocol):
+    """Who is told once the work is idle (a request scope: `work_returned`)."""
+
+    def work_returned(self) -> None: ...
+
+
 class RunningWork:
-    """Counts the work still running for one request; calls `on_idle` when none is left.
+    """Counts the work still running for one request; tells its owner (`work_returned`)
+    once when none is left.
 
     What most requests never need (the set of owned resources, the event waited for in the
     grace period) is made when first needed: fewer objects per request in flight."""
 
-    __slots__ = ("_idle", "_on_idle", "_owned", "_threads", "running")
+    __slots__ = ("_idle", "_owned", "_owner", "_threads", "running")
 
-    def __init__(self, on_idle: Callable[[], None], threads: ThreadSlots | None = None) -> None:
+    def __init__(self, owner: Owner, threads: ThreadSlots | None = None) -> None:
         self.running = 1  # the handler itself
         self._threads = threads
         self._idle: LazyEvent | None = None  # made by the first wait_idle that waits
-        self._on_idle = on_idle
+        self._owner: Owner | None = owner  # (itself, not a bound method made per request)
         self._owned: set[Closable] | None = None  # made by the first own()
 
     def own(self, resource: Closable) -> None:
@@ -96,8 +103,9 @@ class RunningWork:
             return
         if on_loop and self._idle is not None:
             self._idle.set()
-        on_idle, self._on_idle = self._on_idle, _nothing  # once; and no cycle left behind
-        on_idle()
+        owner, self._owner = self._owner, None  # once; and no cycle left behind
+        if owner is not None:
+            owner.work_returned()
 
     async def wait_idle(self, grace: float) -> bool:
         """Wait up to `grace` seconds for all the work to return; True if it has.
@@ -128,7 +136,3 @@ class RunningWork:
         if on_loop and self._threads is not None:
             self._threads.release()
         self.done(on_loop=on_loop)
-
-
-def _nothing() -> None:
-    pass
