@@ -6,7 +6,8 @@ lifespan, asyncio only).
 
     switch      MCP_ASGI_PLAIN_ANYIO: force the plain-anyio path everywhere
     current     the running asyncio task (or None: trio, plain); cancel scopes made cheaply,
-                and cancelled from outside without anyio naming the task that cancels
+                cancelled from outside without anyio naming the task that cancels, and
+                without anyio's re-delivery once left (drop_redelivery)
     interrupt   within / Waits / Interruptible: waits ended by the task's own cancellation;
                 within_after_first_step: no limit for what ends in its first step
     tasks       beside (a one-child task group), Task (an asyncio task of its own),
@@ -23,7 +24,12 @@ Imports nothing else from mcp_asgi.
 """
 
 from mcp_asgi._loop.clock import Clock, loop_clock
-from mcp_asgi._loop.current import cancel_from_outside, new_cancel_scope, on_asyncio
+from mcp_asgi._loop.current import (
+    cancel_from_outside,
+    drop_redelivery,
+    new_cancel_scope,
+    on_asyncio,
+)
 from mcp_asgi._loop.interrupt import TIMED_OUT, TimedOut, Waits, within, within_after_first_step
 from mcp_asgi._loop.line import Line
 from mcp_asgi._loop.switch import plain_anyio, use_plain_anyio
@@ -41,6 +47,7 @@ __all__ = [
     "beside",
     "cancel_from_outside",
     "checkpoint",
+    "drop_redelivery",
     "loop_clock",
     "new_cancel_scope",
     "on_asyncio",

@@ -104,3 +104,16 @@ def cancel_from_outside(scope: anyio.CancelScope) -> None:
         scope.cancel()
     finally:
         _enter_task(loop, task)
+
+
+def drop_redelivery(scope: anyio.CancelScope) -> None:
+    """Once a cancelled `scope` has been left: drop anyio's pending re-delivery of its
+    cancellation. anyio 4 on asyncio retries the delivery on the next turn of the loop as
+    long as a task was in the scope when it was cancelled (so that a task that swallowed
+    the cancellation gets it again at its next wait); once the scope is left no task is in
+    it (its child scopes were left before it), and the retry would find nothing to do. A
+    no-op where there is no retry pending (or no such handle: other backends)."""
+    handle = getattr(scope, "_cancel_handle", None)
+    if handle is not None:
+        handle.cancel()
+        scope._cancel_handle = None  # type: ignore[attr-defined]

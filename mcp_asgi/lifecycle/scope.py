@@ -27,7 +27,13 @@ import anyio
 from starlette.types import Receive
 
 from mcp_asgi._loggers import errors_logger as _errors
-from mcp_asgi._loop import Clock, cancel_from_outside, loop_clock, new_cancel_scope
+from mcp_asgi._loop import (
+    Clock,
+    cancel_from_outside,
+    drop_redelivery,
+    loop_clock,
+    new_cancel_scope,
+)
 from mcp_asgi.http.reply import ReplyWriter
 from mcp_asgi.lifecycle import runner
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled, signal_token
@@ -380,6 +386,8 @@ class RequestScope:
                         except Exception as exc:
                             final = self._raised(exc)
             finally:
+                if self._reason is not None:  # the scope was cancelled, and is left
+                    drop_redelivery(self._handler_scope)
                 await self._work.handler_exited()
             if final is not None:
                 await self.write(final, final=True)

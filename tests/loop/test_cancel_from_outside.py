@@ -10,8 +10,9 @@ import asyncio
 
 import anyio
 import anyio.lowlevel
+import pytest
 
-from mcp_asgi._loop import cancel_from_outside, new_cancel_scope
+from mcp_asgi._loop import cancel_from_outside, drop_redelivery, new_cancel_scope
 
 
 async def test_the_tasks_inside_the_scope_are_cancelled_and_the_scope_swallows_it() -> None:
@@ -76,3 +77,29 @@ async def test_a_scope_not_entered_yet_is_cancelled_when_it_is() -> None:
     with scope:
         await anyio.sleep_forever()
     assert scope.cancelled_caught
+
+
+@pytest.mark.fast_paths
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_left_scope_has_no_redelivery_pending_once_dropped() -> None:
+    """anyio's retry of the delivery (pending after a cancel while a task was inside) is
+    dropped once the scope is left: cancelled, never run."""
+    scope = new_cancel_scope()
+    entered = anyio.Event()
+    pending: list[asyncio.Handle | None] = []
+
+    async def handler() -> None:
+        with scope:
+            entered.set()
+            await anyio.sleep_forever()
+        pending.append(getattr(scope, "_cancel_handle", None))  # the retry, not run yet
+        drop_redelivery(scope)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(handler)
+        await entered.wait()
+        cancel_from_outside(scope)
+    [retry] = pending
+    assert retry is not None
+    assert retry.cancelled()
+    assert getattr(scope, "_cancel_handle", "gone") is None
