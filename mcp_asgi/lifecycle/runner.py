@@ -87,7 +87,8 @@ async def _run_as_task(steps: Steps, receive: Receive, call: Call, args: Args) -
                 handler.cancel()  # the watcher failed: nothing would watch the handler
             await handler.join()
             raise
-        await handler.join()
+        if not handler.done():  # (most handlers are over by now: no join to await)
+            await handler.join()
         if (error := handler.error()) is not None:
             raise error
     finally:

@@ -30,6 +30,7 @@ from mcp_asgi._loggers import errors_logger as _errors
 from mcp_asgi._loop import (
     Clock,
     cancel_from_outside,
+    checkpoint,
     drop_redelivery,
     loop_clock,
     new_cancel_scope,
@@ -422,8 +423,11 @@ class RequestScope:
             await self._reply_server_error()
         if self._outcome == "too_late":
             return
-        if not await self._work.wait_idle(self._cancel_grace):
-            self._end()  # the span ends now; the orphan is counted until the work returns
+        work = self._work
+        if work.running:  # (`wait_idle`'s first turn, written out: no coroutine for it)
+            await checkpoint()  # a cancelled async handler usually returns as it runs again
+            if work.running and not await work.wait_idle(self._cancel_grace, turned=True):
+                self._end()  # the span ends now; the orphan is counted until the work returns
 
     def _watching(self) -> Watcher:
         """The watcher, made on its first watch (stopped at once if the request was)."""

@@ -107,13 +107,14 @@ class RunningWork:
         if owner is not None:
             owner.work_returned()
 
-    async def wait_idle(self, grace: float) -> bool:
+    async def wait_idle(self, grace: float, *, turned: bool = False) -> bool:
         """Wait up to `grace` seconds for all the work to return; True if it has.
 
         A cancelled async handler usually returns as soon as it runs again: one turn of the
-        event loop is waited first, and only work still running then starts the timer.
+        event loop is waited first (unless the caller has, `turned`), and only work still
+        running then starts the timer.
         """
-        if self.running:
+        if self.running and not turned:
             await checkpoint()
         if self.running:  # one loop timer (anyio's scope off asyncio): on every cancel
             if self._idle is None:
