@@ -389,7 +389,8 @@ class RequestScope:
             finally:
                 if self._reason is not None:  # the scope was cancelled, and is left
                     drop_redelivery(self._handler_scope)
-                await self._work.handler_exited()
+                if not self._work.handler_returned():  # (most leave nothing open)
+                    await self._work.handler_exited()
             if final is not None:
                 await self.write(final, final=True)
         finally:

@@ -80,6 +80,14 @@ class RunningWork:
         if self._owned is not None:
             self._owned.discard(resource)
 
+    def handler_returned(self) -> bool:
+        """The handler returned: count it out at once if it left nothing open (True);
+        else False, and `await handler_exited()` closes what it left and counts it out."""
+        if self._owned:
+            return False
+        self.done()
+        return True
+
     async def handler_exited(self) -> None:
         """The handler returned: close what it left open, then count it out (even if
         closing is interrupted)."""
