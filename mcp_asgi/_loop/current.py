@@ -26,13 +26,16 @@ if sys.version_info < (3, 12):
     # loop (raising without one) and then reads this dict; here it is read directly
     from asyncio.tasks import _current_tasks  # type: ignore[attr-defined]
 
+    _running_loop = asyncio._get_running_loop
+    _task_of = _current_tasks.get
+
     def asyncio_task() -> asyncio.Task[object] | None:
         """The running asyncio task, or None (on trio, also hosted on an asyncio loop; or
         with the plain-anyio path forced)."""
         if switch._plain:
             return None
-        loop = asyncio._get_running_loop()
-        return None if loop is None else _current_tasks.get(loop)
+        loop = _running_loop()
+        return None if loop is None else _task_of(loop)
 
 else:
 
