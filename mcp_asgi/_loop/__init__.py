@@ -5,9 +5,12 @@ anyio (the one other asyncio use: the Redis bus' listener, started lazily withou
 lifespan, asyncio only).
 
     switch      MCP_ASGI_PLAIN_ANYIO: force the plain-anyio path everywhere
-    current     the running asyncio task (or None: trio, plain); cancel scopes made cheaply
+    current     the running asyncio task (or None: trio, plain); cancel scopes made cheaply,
+                cancelled from outside without anyio naming the task that cancels, and
+                without anyio's re-delivery once left (drop_redelivery)
     eager       at_once: an awaitable's first step taken now (its value, or the wait it began)
-    interrupt   within / Waits / Interruptible: waits ended by the task's own cancellation
+    interrupt   within / Waits / Interruptible: waits ended by the task's own cancellation;
+                within_after_first_step: no limit for what ends in its first step
     tasks       beside (a one-child task group), Task (an asyncio task of its own),
                 checkpoint (anyio's, without its backend lookup on asyncio)
     threads     run_in_thread: the worker threads of sync handlers (a pool on asyncio)
@@ -22,9 +25,15 @@ Imports nothing else from mcp_asgi.
 """
 
 from mcp_asgi._loop.clock import Clock, loop_clock
-from mcp_asgi._loop.current import native_task, new_cancel_scope, on_asyncio
+from mcp_asgi._loop.current import (
+    cancel_from_outside,
+    drop_redelivery,
+    native_task,
+    new_cancel_scope,
+    on_asyncio,
+)
 from mcp_asgi._loop.eager import Begun, at_once
-from mcp_asgi._loop.interrupt import TIMED_OUT, TimedOut, Waits, within
+from mcp_asgi._loop.interrupt import TIMED_OUT, TimedOut, Waits, within, within_after_first_step
 from mcp_asgi._loop.line import Line
 from mcp_asgi._loop.switch import plain_anyio, use_plain_anyio
 from mcp_asgi._loop.tasks import Beside, Task, beside, checkpoint
@@ -41,7 +50,9 @@ __all__ = [
     "Waits",
     "at_once",
     "beside",
+    "cancel_from_outside",
     "checkpoint",
+    "drop_redelivery",
     "loop_clock",
     "native_task",
     "new_cancel_scope",
@@ -50,4 +61,5 @@ __all__ = [
     "run_in_thread",
     "use_plain_anyio",
     "within",
+    "within_after_first_step",
 ]

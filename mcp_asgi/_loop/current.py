@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 import sys
+from asyncio.tasks import _enter_task, _leave_task
 
 import anyio
 
@@ -20,28 +21,33 @@ from mcp_asgi._loop import switch
 _asyncio_scope: type[anyio.CancelScope] | None = None
 
 
-if sys.version_info >= (3, 12):  # C already, and its internals moved
+if sys.version_info < (3, 12):
+    # asyncio.current_task() is a Python function before 3.12, which asks for the running
+    # loop (raising without one) and then reads this dict; here it is read directly
+    from asyncio.tasks import _current_tasks  # type: ignore[attr-defined]
 
-    def _current_task() -> asyncio.Task[object] | None:
-        try:
-            return asyncio.current_task()
-        except RuntimeError:  # no asyncio loop is running in this thread
+    _running_loop = asyncio._get_running_loop
+    _task_of = _current_tasks.get
+
+    def asyncio_task() -> asyncio.Task[object] | None:
+        """The running asyncio task, or None (on trio, also hosted on an asyncio loop; or
+        with the plain-anyio path forced)."""
+        if switch._plain:
             return None
+        loop = _running_loop()
+        return None if loop is None else _task_of(loop)
 
 else:
-    # `asyncio.current_task()` is a Python function here, which raises without a loop;
-    # its two C halves: the running loop (None without one) and that loop's current task
-    _running_loop = asyncio.events._get_running_loop
-    _current_tasks: dict[object, asyncio.Task[object]] = asyncio.tasks._current_tasks  # type: ignore[attr-defined]
 
-    def _current_task() -> asyncio.Task[object] | None:
-        return _current_tasks.get(_running_loop())
-
-
-def asyncio_task() -> asyncio.Task[object] | None:
-    """The running asyncio task, or None (on trio, also hosted on an asyncio loop; or with
-    the plain-anyio path forced)."""
-    return None if switch._plain else _current_task()
+    def asyncio_task() -> asyncio.Task[object] | None:
+        """The running asyncio task, or None (on trio, also hosted on an asyncio loop; or
+        with the plain-anyio path forced)."""
+        if switch._plain:
+            return None
+        try:
+            return asyncio.current_task()  # a C function since 3.12
+        except RuntimeError:  # no asyncio loop is running in this thread
+            return None
 
 
 def on_asyncio() -> bool:
@@ -76,3 +82,41 @@ def new_cancel_scope(*, deadline: float = math.inf, shield: bool = False) -> any
     if _asyncio_scope is None:
         _asyncio_scope = type(anyio.CancelScope())
     return _asyncio_scope(deadline=deadline, shield=shield)
+
+
+def cancel_from_outside(scope: anyio.CancelScope) -> None:
+    """`scope.cancel()`, called from a task that runs nothing inside `scope` (a request's
+    watcher cancelling its handler's scope, entered in the handler's own task).
+
+    On asyncio the running task is out of sight for the call (asyncio's own
+    `_leave_task`, then `_enter_task`): anyio 4.16 names the task that cancels in the
+    cancellation's message, formatting its `repr` (the coroutine, its location, the
+    callbacks: ~40,000 instructions, more than the rest of the cancel); the message then
+    names only the scope, which is all anyio reads of it (`is_anyio_cancellation`). The
+    delivery is anyio's own, unchanged: only the tasks inside `scope` are cancelled, and a
+    shielded scope in them is respected. The caller must not be one of those tasks: for
+    the running task anyio waits until it next yields, which a hidden task would not.
+    """
+    task = asyncio_task()
+    if task is None:
+        scope.cancel()
+        return
+    loop = task.get_loop()
+    _leave_task(loop, task)
+    try:
+        scope.cancel()
+    finally:
+        _enter_task(loop, task)
+
+
+def drop_redelivery(scope: anyio.CancelScope) -> None:
+    """Once a cancelled `scope` has been left: drop anyio's pending re-delivery of its
+    cancellation. anyio 4 on asyncio retries the delivery on the next turn of the loop as
+    long as a task was in the scope when it was cancelled (so that a task that swallowed
+    the cancellation gets it again at its next wait); once the scope is left no task is in
+    it (its child scopes were left before it), and the retry would find nothing to do. A
+    no-op where there is no retry pending (or no such handle: other backends)."""
+    handle = getattr(scope, "_cancel_handle", None)
+    if handle is not None:
+        handle.cancel()
+        scope._cancel_handle = None  # type: ignore[attr-defined]

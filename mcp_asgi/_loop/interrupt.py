@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import math
+import types
 import weakref
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import Any, TypeVar
 
 import anyio
 
 from mcp_asgi._loop.current import native_task, new_cancel_scope, uncancel
+from mcp_asgi._loop.eager import Begun, at_once
 
 T = TypeVar("T")
 
@@ -50,6 +52,32 @@ def within(
     return Interruptible().run(task, task.get_loop().time() + seconds, fn, *args)
 
 
+@types.coroutine
+def within_after_first_step(
+    seconds: float, coro: Coroutine[Any, Any, T]
+) -> Generator[Any, Any, T | TimedOut]:
+    """`await within_after_first_step(seconds, coro)`: `await coro`, or `TIMED_OUT` once
+    `seconds` have passed since it first waited (like `within`).
+
+    On asyncio 3.11+ (`native_task()`) its first step is taken at once, with no limit (it
+    cannot take long: it waits for nothing); only a coroutine that then waits gets one,
+    `within`'s. For sends that almost always return without waiting (the 499 to a client
+    that left): no timer and no coroutine of `within`'s for them. Elsewhere the limit is an
+    anyio cancel scope, which the coroutine's own scopes must nest in (a scope entered in
+    the first step would not): `within` from the start.
+    """
+    if native_task() is None:
+        return (yield from within(seconds, _given, coro).__await__())
+    first = at_once(coro)
+    if not isinstance(first, Begun):
+        return first
+    return (yield from within(seconds, _given, first).__await__())
+
+
+def _given(awaitable: Awaitable[T]) -> Awaitable[T]:
+    return awaitable
+
+
 async def _within_scope(
     seconds: float, fn: Callable[..., Awaitable[T]], *args: object
 ) -> T | TimedOut:
@@ -58,19 +86,20 @@ async def _within_scope(
     return TIMED_OUT
 
 
-class Interruptible:
-    """Waits of one asyncio task (3.11+, from `native_task()`), each ended early by a time or
-    by `interrupt()`: the task is cancelled, and that cancellation taken back once it has
-    ended the wait. A cancellation from anywhere else, also one landing with it, passes
-    through; one swallowed by the awaited code is taken back all the same."""
+class _Wait:
+    """One wait at a time of one asyncio task (3.11+, from `native_task()`), ended early by
+    a time or by `_end_wait()`: the task is cancelled, and that cancellation taken back
+    once it has ended the wait. A cancellation from anywhere else, also one landing with
+    it, passes through; one swallowed by the awaited code is taken back all the same.
+    (`Interruptible` is this; `Waits` builds on it without an object of its own for it.)"""
 
-    __slots__ = ("_interrupted", "_task")
+    __slots__ = ("_ended", "_task")
 
     def __init__(self) -> None:
         self._task: asyncio.Task[object] | None = None  # the task in a wait
-        self._interrupted = False  # it has been cancelled to end that wait
+        self._ended = False  # it has been cancelled to end that wait
 
-    async def run(
+    async def _wait(
         self,
         task: asyncio.Task[object],
         until: float,
@@ -78,50 +107,72 @@ class Interruptible:
         *args: object,
     ) -> T | TimedOut:
         """`await fn(*args)` in `task` (the running one), or `TIMED_OUT` once the loop's
-        clock reaches `until` or on `interrupt()`."""
+        clock reaches `until` or on `_end_wait()`."""
         deadlines = _deadlines(task.get_loop()) if until < math.inf else None
         if deadlines is not None:
             deadlines.add(self, until)
-        self._task, self._interrupted = task, False
+        self._task, self._ended = task, False
         try:
             result = await fn(*args)
         except asyncio.CancelledError:
-            if not self._interrupted or uncancel(task) > 0:
+            if not self._ended or uncancel(task) > 0:
                 raise  # not ours, or another cancellation came with ours
             return TIMED_OUT
         finally:
             self._task = None
             if deadlines is not None:
                 deadlines.discard(self)
-        if self._interrupted:  # `fn` swallowed our cancellation: take it back all the same
+        if self._ended:  # `fn` swallowed our cancellation: take it back all the same
             uncancel(task)
         return result
 
-    def interrupt(self) -> None:
+    def _end_wait(self) -> None:
         """End the current wait, if there is one (once; on the loop)."""
         task = self._task
-        if task is not None and not self._interrupted:
-            self._interrupted = True
+        if task is not None and not self._ended:
+            self._ended = True
             task.cancel()
 
 
-class Waits:
+class Interruptible(_Wait):
+    """Waits of one asyncio task (3.11+, from `native_task()`), each ended early by a time or
+    by `interrupt()`: the task is cancelled, and that cancellation taken back once it has
+    ended the wait. A cancellation from anywhere else, also one landing with it, passes
+    through; one swallowed by the awaited code is taken back all the same."""
+
+    __slots__ = ()
+
+    run = _Wait._wait
+    """`await run(task, until, fn, *args)`: `await fn(*args)` in `task` (the running one),
+    or `TIMED_OUT` once the loop's clock reaches `until` or on `interrupt()`."""
+    interrupt = _Wait._end_wait
+    """End the current wait, if there is one (once; on the loop)."""
+
+
+class Waits(_Wait):
     """The waits of one task, one at a time, each ended early by a time or by `interrupt()`
-    (then `TIMED_OUT`): an `Interruptible` on a native task, an anyio cancel scope elsewhere.
-    A cancellation that is not its own passes through either way."""
+    (then `TIMED_OUT`): the task's own cancellation on a native task (`_Wait`, which it
+    is), an anyio cancel scope elsewhere. A cancellation that is not its own passes through
+    either way. (A request's watcher is one: `lifecycle.watcher.Watcher` subclasses it, so
+    a watched request has one object for all of this.)"""
 
-    __slots__ = ("_cancel_scope", "_interrupt", "_interrupted")
+    __slots__ = ("_cancel_scope", "_interrupted")
 
-    def __init__(self) -> None:
+    def __init__(self) -> None:  # (every field set here: no chain of __init__ calls)
+        self._task = None
+        self._ended = False
         self._interrupted = False
         self._cancel_scope: anyio.CancelScope | None = None  # the wait's, off asyncio
-        self._interrupt: Interruptible | None = None  # the waits', on asyncio (made on the first)
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether `interrupt()` was called (every wait ends at once from then on)."""
+        return self._interrupted
 
     def interrupt(self) -> None:
         """End the current wait, and every later one at once. Idempotent."""
         self._interrupted = True
-        if self._interrupt is not None:
-            self._interrupt.interrupt()
+        self._end_wait()
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
 
@@ -136,9 +187,7 @@ class Waits:
         task = native_task()
         if task is None:
             return self._run_in_scope(until, fn, *args)
-        if self._interrupt is None:
-            self._interrupt = Interruptible()
-        return self._interrupt.run(task, until, fn, *args)
+        return self._wait(task, until, fn, *args)
 
     async def _run_in_scope(
         self, until: float, fn: Callable[..., Awaitable[T]], *args: object
@@ -162,18 +211,18 @@ class _Deadlines:
     __slots__ = ("__weakref__", "_at", "_timer", "_waits")
 
     def __init__(self) -> None:
-        self._waits: dict[Interruptible, float] = {}  # each running wait, until when
+        self._waits: dict[_Wait, float] = {}  # each running wait, until when
         # the pending timer, weakly: it holds its loop, which must stay free to go
         self._timer: weakref.ref[asyncio.TimerHandle] | None = None
         self._at = math.inf  # when the timer fires
 
-    def add(self, wait: Interruptible, until: float) -> None:
+    def add(self, wait: _Wait, until: float) -> None:
         """Interrupt `wait` once the loop's clock reaches `until` (unless discarded)."""
         self._waits[wait] = until
         if until < self._at:
             self._set(asyncio.get_running_loop(), until)
 
-    def discard(self, wait: Interruptible) -> None:
+    def discard(self, wait: _Wait) -> None:
         """`wait` is over: its time limit no longer counts (the timer may then fire for
         nothing, and is set again for the next)."""
         self._waits.pop(wait, None)
@@ -194,7 +243,7 @@ class _Deadlines:
         due = [wait for wait, until in self._waits.items() if until <= now]
         for wait in due:
             del self._waits[wait]
-            wait.interrupt()
+            wait._end_wait()  # that wait only (a Waits is not stopped by its time)
         if self._waits:  # a timer may fire a hair early (the loop's clock resolution)
             self._set(loop, min(self._waits.values()))
 

@@ -37,6 +37,10 @@ class ReplyState(enum.Enum):
     DONE = "done"
 
 
+# a member looked up on an Enum class is a Python-level lookup (3.11): module globals
+_PENDING, _STREAMING, _DONE = ReplyState
+
+
 def dump(message: Any) -> bytes:
     """Compact JSON encoding (UTF-8) of one JSON-RPC message.
 
@@ -118,7 +122,7 @@ class ReplyWriter:
         self._lock = _loop.Line(1)  # writes in turn, first come first served
         self._started = False
         self._ended = False
-        self.state = ReplyState.PENDING
+        self.state = _PENDING
         self.replaced_by: McpError | None = None
 
     async def _send(self, message: Message) -> None:
@@ -156,10 +160,10 @@ class ReplyWriter:
         if not lock.take():
             await lock.wait_in_line()
         try:
-            if self.state is ReplyState.DONE:
+            if self.state is _DONE:
                 return False
             body, self.replaced_by = encode_reply(message)
-            if self.state is ReplyState.PENDING and (self._mode != "sse" or status != 200):
+            if self.state is _PENDING and (self._mode != "sse" or status != 200):
                 # `send_json` through `_send`, written out: most replies end here
                 send = self._send_asgi
                 headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
@@ -172,7 +176,7 @@ class ReplyWriter:
                     await send({"type": "http.response.body", "body": body})
                 except Exception:
                     return self._gone()
-                self.state = ReplyState.DONE
+                self.state = _DONE
                 return True
         finally:
             lock.release()
@@ -185,7 +189,7 @@ class ReplyWriter:
 
     def abandon(self) -> None:
         """Never write again (the client is gone)."""
-        self.state = ReplyState.DONE
+        self.state = _DONE
 
     async def end(self) -> None:
         """Complete the HTTP exchange of a request that ended without a reply because its
@@ -197,36 +201,39 @@ class ReplyWriter:
         """
         lock = self._lock
         if self._ended and not lock.in_use:  # most requests: the reply is complete
-            self.state = ReplyState.DONE  # what the block below does, without taking the
+            self.state = _DONE  # what the block below does, without taking the
             return  # lock (a free place is taken without a checkpoint)
         if not lock.take():  # `async with lock`, written out as in `finish`
             await lock.wait_in_line()
         try:
-            self.state = ReplyState.DONE
+            self.state = _DONE
             if self._ended:
                 return
             try:
-                await _loop.within(_END_TIMEOUT, self._end_exchange)
+                await _loop.within_after_first_step(_END_TIMEOUT, self._end_exchange())
             except Exception:
                 self._ended = True
         finally:
             lock.release()
 
     async def _end_exchange(self) -> None:
+        send = self._send_asgi  # `_send`, written out: no coroutine per message
         if not self._started:
-            await self._send({"type": "http.response.start", "status": 499, "headers": []})
-        await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+            self._started = True
+            await send({"type": "http.response.start", "status": 499, "headers": []})
+        self._ended = True
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def close(self) -> None:
         """End a reply that is still open, without another message (its request was
         cancelled while the client stays connected). A reply not yet begun becomes an
         empty event stream, or `202 Accepted` with no body in JSON mode."""
         async with self._lock:
-            state, self.state = self.state, ReplyState.DONE
-            if state is ReplyState.DONE:
+            state, self.state = self.state, _DONE
+            if state is _DONE:
                 return
             try:
-                if state is ReplyState.PENDING:
+                if state is _PENDING:
                     sse = self._mode != "json"
                     await self._send(
                         {
@@ -241,14 +248,14 @@ class ReplyWriter:
 
     async def _write(self, chunk: bytes, *, final: bool) -> bool:
         async with self._lock:
-            if self.state is ReplyState.DONE:
+            if self.state is _DONE:
                 return False
             try:
-                if self.state is ReplyState.PENDING:
+                if self.state is _PENDING:
                     await self._send(
                         {"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS}
                     )
-                    self.state = ReplyState.STREAMING
+                    self.state = _STREAMING
                     chunk = self._preamble + chunk
                 await self._send(
                     {"type": "http.response.body", "body": chunk, "more_body": not final}
@@ -256,11 +263,11 @@ class ReplyWriter:
             except Exception:
                 return self._gone()
             if final:
-                self.state = ReplyState.DONE
+                self.state = _DONE
             return True
 
     def _gone(self) -> bool:
-        self.state = ReplyState.DONE
+        self.state = _DONE
         return False
 
 

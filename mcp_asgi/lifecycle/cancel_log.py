@@ -18,6 +18,12 @@ from mcp_asgi.lifecycle.outcome import RequestRecord
 from mcp_asgi.protocol.request import McpRequest
 
 
+def listens(after_side_effect: bool) -> bool:
+    """Whether the cancellation record of a request would be emitted (its level is enabled):
+    when not, and no observer wants it, the request scope makes no record at all."""
+    return logger.isEnabledFor(logging.WARNING if after_side_effect else logging.INFO)
+
+
 def log_cancelled(record: RequestRecord) -> None:
     """The request's one cancellation record (call once, when the request ends)."""
     level = logging.WARNING if record.after_side_effect else logging.INFO

@@ -27,11 +27,18 @@ import anyio
 from starlette.types import Receive
 
 from mcp_asgi._loggers import errors_logger as _errors
-from mcp_asgi._loop import Clock, loop_clock, new_cancel_scope
+from mcp_asgi._loop import (
+    Clock,
+    cancel_from_outside,
+    checkpoint,
+    drop_redelivery,
+    loop_clock,
+    new_cancel_scope,
+)
 from mcp_asgi.http.reply import ReplyWriter
 from mcp_asgi.lifecycle import runner
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled, signal_token
-from mcp_asgi.lifecycle.cancel_log import log_cancelled, log_ignored, log_orphan_exited
+from mcp_asgi.lifecycle.cancel_log import listens, log_cancelled, log_ignored, log_orphan_exited
 from mcp_asgi.lifecycle.lazy_event import LazyEvent
 from mcp_asgi.lifecycle.outcome import (
     Outcome,
@@ -69,6 +76,15 @@ class Phase(enum.IntEnum):
 
 # a member looked up on an Enum class costs ~0.4 µs (Python 3.11); a module global, little
 _RUNNING, _RETURNED, _ANSWERING, _ANSWERED, _ENDED = Phase
+_CLIENT_DISCONNECT, _TIMEOUT = CancelReason.CLIENT_DISCONNECT, CancelReason.TIMEOUT
+_CLIENT_GONE, _DEADLINE = WatchEnd.CLIENT_GONE, WatchEnd.DEADLINE
+
+
+_OVER = LazyEvent()
+_OVER.set()
+# signals vs. side-effect marks and the token made from threads: one lock for every request
+# (each holds it for a few assignments, never across a wait), not one made per request
+_SIGNALS = threading.Lock()
 
 
 class RequestScope:
@@ -76,6 +92,7 @@ class RequestScope:
 
     __slots__ = (
         "__weakref__",
+        "_activates",
         "_cancel_grace",
         "_cancel_on_disconnect",
         "_clock",
@@ -130,7 +147,7 @@ class RequestScope:
         bounds the worker threads of the endpoint's sync handlers."""
         self._request = request
         self._writer = writer
-        self._token = CancelToken()
+        self._token: CancelToken | None = None  # made when asked for (most never are)
         self._clock = clock or loop_clock()
         self._started = self._clock() if started is None else started
         self._timeout = timeout
@@ -138,6 +155,7 @@ class RequestScope:
         self._observer = observer
         self._observes_end = type(observer).ended is not ScopeObserver.ended
         self._observes_signal = type(observer).signalled is not ScopeObserver.signalled
+        self._activates = type(observer).activate is not ScopeObserver.activate
         self._cancel_grace = cancel_grace
         self._cancel_on_disconnect = cancel_on_disconnect
         self._on_server_end = on_server_end
@@ -151,10 +169,10 @@ class RequestScope:
         self._exception: BaseException | None = None
         self._result: JsonObject | None = None
         # how far it got
-        self._lock = threading.Lock()  # signals vs. side-effect marks made from threads
+        self._lock = _SIGNALS
         self._phase = _RUNNING
-        self._over = LazyEvent()  # run() has returned
-        self._work = RunningWork(on_idle=self._work_returned, threads=threads)
+        self._over: LazyEvent | None = None  # run() has returned: made by a wait for it
+        self._work = RunningWork(self, threads)
         self._handler_scope = new_cancel_scope()
         self._keepalive_interval = keepalive_interval
         self._watcher: Watcher | None = None  # made when it first watches (most never do)
@@ -169,8 +187,17 @@ class RequestScope:
 
     @property
     def token(self) -> CancelToken:
-        """The token thread code polls; set when the request is cancelled."""
-        return self._token
+        """The token thread code polls; set when the request is cancelled (made on the
+        first ask, already set if the request is cancelled by then). Thread-safe."""
+        token = self._token
+        if token is None:
+            with self._lock:  # against a signal, and a thread asking at the same time
+                token = self._token
+                if token is None:
+                    token = self._token = CancelToken()
+                    if self._reason is not None:
+                        signal_token(token, self._reason)
+        return token
 
     @property
     def work(self) -> RunningWork:
@@ -236,21 +263,31 @@ class RequestScope:
     def cancel(self, reason: CancelReason) -> bool:
         """Cancel the request; False (logged at DEBUG) if it was already cancelled or its
         final response has been, or is being, written."""
+        return self._signal(reason, from_watcher=False)
+
+    def _signal(self, reason: CancelReason, *, from_watcher: bool) -> bool:
+        """`cancel`; `from_watcher`: called by the watcher, in the request's own task, which
+        runs nothing inside the handler's scope (`_loop.cancel_from_outside`)."""
         with self._lock:
-            accepted = self._reason is None and not self.answered
+            accepted = self._reason is None and self._phase < _ANSWERING
             if accepted:
                 self._reason = reason
                 self._signalled_at = self._clock()
+            token = self._token  # one made from now on is made set
         if not accepted:
             log_ignored(self._request, reason)
             return False
         if self._phase is _RETURNED and not self._work.running:
             self._outcome = "too_late"  # the work was done; only the reply was left
-        if reason is CancelReason.CLIENT_DISCONNECT:
+        if reason is _CLIENT_DISCONNECT:
             self._writer.abandon()
-        signal_token(self._token, reason)
-        self._handler_scope.cancel()
-        self._stop_watching()
+        if token is not None:
+            signal_token(token, reason)
+        if from_watcher:  # the watcher is not waiting, and will not again: no stop needed
+            cancel_from_outside(self._handler_scope)
+        else:
+            self._handler_scope.cancel()
+            self._stop_watching()
         if self._observes_signal:  # else no record to make (no SDK)
             self._tell(self._observer.signalled)
         return True
@@ -301,6 +338,8 @@ class RequestScope:
         """Wait until the request is over: its reply ended, and its handler exited or was
         given up as an orphan after the grace period (a thread still running is then only
         counted). An async handler that ignores its cancellation keeps this waiting."""
+        if self._over is None:
+            self._over = LazyEvent()
         await self._over.wait()
 
     async def run_sync(self, fn: Callable[[], T]) -> T:
@@ -329,12 +368,29 @@ class RequestScope:
     async def handle(
         self, call: Callable[..., Awaitable[JsonObject]], args: tuple[Any, ...]
     ) -> None:
-        """The handler's task: call it, write its final reply, then stop the watcher."""
+        """The handler's task: call it (under the handler's cancel scope, with the
+        observer's context active), write its final reply, then stop the watcher. (The
+        call is written out here: no frame between the handler and its task.)"""
         try:
+            final: JsonObject | None = None  # stays None if cancelled
             try:
-                final = await self._call(call, args)
+                if self._activates:
+                    with self._handler_scope, self._observer.activate():
+                        try:
+                            final = self._answer(await call(*args))
+                        except Exception as exc:
+                            final = self._raised(exc)
+                else:  # nothing to make current (no SDK, no trace context): the same, bare
+                    with self._handler_scope:
+                        try:
+                            final = self._answer(await call(*args))
+                        except Exception as exc:
+                            final = self._raised(exc)
             finally:
-                await self._work.handler_exited()
+                if self._reason is not None:  # the scope was cancelled, and is left
+                    drop_redelivery(self._handler_scope)
+                if not self._work.handler_returned():  # (most leave nothing open)
+                    await self._work.handler_exited()
             if final is not None:
                 await self.write(final, final=True)
         finally:
@@ -346,15 +402,33 @@ class RequestScope:
         stops the handler and raises the failure."""
         watcher = self._watching()
         end = await watcher.watch(receive)
-        if end is WatchEnd.CLIENT_GONE:
-            if self.answered:
+        if end is _CLIENT_GONE:
+            if self._phase >= _ANSWERING:
                 return  # the reply is complete (ASGI servers then report a disconnect)
-            if self._client_gone():
+            if self._client_gone(from_watcher=True):
                 end = await watcher.until_deadline()
-        if end is WatchEnd.DEADLINE:
-            self.cancel(CancelReason.TIMEOUT)
-        if self._reason is not None:
-            await self._after_signal(self._reason)
+        if end is _DEADLINE:
+            self._signal(_TIMEOUT, from_watcher=True)
+        reason = self._reason
+        if reason is None:
+            return
+        # after the signal (written out: no coroutine of its own): tell the client what
+        # it must hear, then give the work its grace period
+        if reason is _CLIENT_DISCONNECT:
+            pass  # nobody to tell
+        elif reason.client_initiated:
+            # the client asked but is still connected: end its reply, with no message
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_ERROR_WRITE_TIMEOUT):
+                await self._writer.close()
+        else:
+            await self._reply_server_error()
+        if self._outcome == "too_late":
+            return
+        work = self._work
+        if work.running:  # (`wait_idle`'s first turn, written out: no coroutine for it)
+            await checkpoint()  # a cancelled async handler usually returns as it runs again
+            if work.running and not await work.wait_idle(self._cancel_grace, turned=True):
+                self._end()  # the span ends now; the orphan is counted until the work returns
 
     def _watching(self) -> Watcher:
         """The watcher, made on its first watch (stopped at once if the request was)."""
@@ -378,29 +452,14 @@ class RequestScope:
         else:
             self._unwatched = True
 
-    def _client_gone(self) -> bool:
+    def _client_gone(self, *, from_watcher: bool = False) -> bool:
         """The client went away: cancel, unless this scope outlives disconnects (then only
         stop writing). True if the request goes on."""
         if self._cancel_on_disconnect:
-            self.cancel(CancelReason.CLIENT_DISCONNECT)
+            self._signal(_CLIENT_DISCONNECT, from_watcher=from_watcher)
             return False
         self._writer.abandon()
         return self._reason is None
-
-    async def _after_signal(self, reason: CancelReason) -> None:
-        """Tell the client what it must hear, then give the work its grace period."""
-        if reason is CancelReason.CLIENT_DISCONNECT:
-            pass  # nobody to tell
-        elif reason.client_initiated:
-            # the client asked but is still connected: end its reply, with no message
-            with anyio.CancelScope(shield=True), anyio.move_on_after(_ERROR_WRITE_TIMEOUT):
-                await self._writer.close()
-        else:
-            await self._reply_server_error()
-        if self._outcome == "too_late":
-            return
-        if not await self._work.wait_idle(self._cancel_grace):
-            self._end()  # the span ends now; the orphan is counted until the work returns
 
     async def stopped_from_outside(self) -> None:
         """The request's task itself is being cancelled (call it shielded): a server
@@ -429,7 +488,10 @@ class RequestScope:
     def finish(self) -> None:
         """`run` is over: end the request (if not yet), and wake `wait_exited`."""
         self._end()
-        self._over.set()
+        if self._over is None:
+            self._over = _OVER  # nobody waits yet: one set for every request
+        else:
+            self._over.set()
 
     def _end(self) -> None:
         """End the request once: settle the outcome, tell the observer, log the cancel
@@ -439,36 +501,40 @@ class RequestScope:
         self._phase = _ENDED
         if self._reason is not None and self._outcome is None:
             self._outcome = "orphaned" if self._work.running else "exited"
-        if self._reason is None and not self._observes_end:
-            return  # nobody to tell: no record to make (the common case without an SDK)
+        if not self._observes_end and (  # the common case without an SDK
+            self._reason is None
+            or not listens(bool(self._side_effects) and self._after_side_effect())
+        ):
+            return  # nobody to tell: no record to make
         record = self._tell(self._observer.ended)
         if self._reason is not None:
             with self._observer.activate():
                 log_cancelled(record)
 
-    async def _call(
-        self, call: Callable[..., Awaitable[JsonObject]], args: tuple[Any, ...]
-    ) -> JsonObject | None:
-        request_id = self._request.id
-        with self._handler_scope, self._observer.activate():
-            try:
-                self._result = await call(*args)
-                self._returned()
-                return jsonrpc.response(request_id, self._result)
-            except McpError as error:
-                self._returned()
-                return self._failed(error, None)
-            except Exception as exc:
-                self._returned()
-                if self._reason is None:
-                    _errors.exception(
-                        "handler failed",
-                        extra={"request_id": request_id, "method": self._request.method},
-                    )
-                else:
-                    _errors.debug("handler raised after cancellation", exc_info=True)
-                return self._failed(McpError(INTERNAL_ERROR, "Internal error"), exc)
-        return None  # cancelled
+    def _after_side_effect(self) -> bool:
+        """`RequestRecord.after_side_effect`, without the record."""
+        effects, signalled_at = self._side_effects, self._signalled_at
+        return bool(effects) and signalled_at is not None and effects[0].at <= signalled_at
+
+    def _answer(self, result: JsonObject) -> JsonObject:
+        """The handler returned `result`: its reply."""
+        self._result = result
+        self._returned()
+        return jsonrpc.response(self._request.id, result)
+
+    def _raised(self, exc: Exception) -> JsonObject:
+        """The handler raised `exc` (in the handler's scope and context): its error reply."""
+        self._returned()
+        if isinstance(exc, McpError):
+            return self._failed(exc, None)
+        if self._reason is None:
+            _errors.exception(
+                "handler failed",
+                extra={"request_id": self._request.id, "method": self._request.method},
+            )
+        else:
+            _errors.debug("handler raised after cancellation", exc_info=True)
+        return self._failed(McpError(INTERNAL_ERROR, "Internal error"), exc)
 
     def _returned(self) -> None:
         """The handler returned, not cancelled (after a signal, the phase has moved on)."""
@@ -481,7 +547,7 @@ class RequestScope:
             self._error, self._exception = error.with_traceback(None), exc
         return jsonrpc.error_response(self._request.id, error)
 
-    def _work_returned(self) -> None:
+    def work_returned(self) -> None:
         """The handler and all its threads have returned (on the loop, or in the last
         thread if the loop is gone)."""
         self._exited_at = self._clock()

@@ -27,7 +27,7 @@ from typing import TypeVar
 import anyio
 from starlette.types import Receive
 
-from mcp_asgi._loop import TIMED_OUT, Clock, Waits
+from mcp_asgi._loop import TIMED_OUT, Clock, TimedOut, Waits
 
 T = TypeVar("T")
 
@@ -43,10 +43,14 @@ class WatchEnd(enum.Enum):
     """`stop()` was called."""
 
 
-class Watcher:
-    """Watches one request's connection and deadline (an absolute time on the loop's clock)."""
+_CLIENT_GONE, _DEADLINE, _STOPPED = WatchEnd  # module globals: no Enum class lookup
 
-    __slots__ = ("_clock", "_deadline", "_interval", "_keepalive", "_stopped", "_waits")
+
+class Watcher(Waits):
+    """Watches one request's connection and deadline (an absolute time on the loop's clock).
+    Its waits are its own (`Waits`, which it is: made only when a request is watched)."""
+
+    __slots__ = ("_clock", "_deadline", "_interval", "_keepalive")
 
     def __init__(
         self,
@@ -59,53 +63,39 @@ class Watcher:
         """`keepalive` writes one keep-alive and says whether it could (None: no
         keep-alives); `clock` is the loop's, the deadline's (default `anyio.current_time`,
         which asks anyio for the running backend each time)."""
+        super().__init__()
         self._clock = clock or anyio.current_time
         self._deadline = deadline
         self._keepalive = keepalive if keepalive_interval > 0 else None
         self._interval = keepalive_interval if self._keepalive is not None else math.inf
-        self._stopped = False
-        self._waits: Waits | None = None  # made on the first wait (most requests have none)
 
     def stop(self) -> None:
-        """Stop watching: a running `watch` or `until_deadline` returns STOPPED. Idempotent."""
-        self._stopped = True
-        if self._waits is not None:
-            self._waits.interrupt()
+        """Stop watching: a running `watch` or `until_deadline` returns STOPPED, and so does
+        every later one at once. Idempotent."""
+        self.interrupt()
 
     async def watch(self, receive: Receive) -> WatchEnd:
         """Wait until the client is gone, the deadline passes, or `stop()`; write a
         keep-alive each time the reply has been quiet for the interval."""
-        waits = self._waiting()
         while True:
             until = min(self._deadline, self._clock() + self._interval)
-            if await waits.run(until, _disconnect, receive) is not TIMED_OUT:
-                return WatchEnd.CLIENT_GONE
-            if self._stopped:
-                return WatchEnd.STOPPED
+            message = await self.run(until, receive)  # no coroutine of ours around it
+            while not isinstance(message, TimedOut) and message["type"] != "http.disconnect":
+                message = await self.run(until, receive)  # (none is expected after the body)
+            if not isinstance(message, TimedOut):
+                return _CLIENT_GONE
+            if self.interrupted:
+                return _STOPPED
             if until >= self._deadline:
-                return WatchEnd.DEADLINE
+                return _DEADLINE
             if self._keepalive is not None:  # the quiet period is over: a keep-alive
-                written = await waits.run(self._deadline, self._keepalive)
+                written = await self.run(self._deadline, self._keepalive)
                 if written is False:
-                    return WatchEnd.CLIENT_GONE
-                if written is TIMED_OUT or self._stopped:
-                    return WatchEnd.STOPPED if self._stopped else WatchEnd.DEADLINE
+                    return _CLIENT_GONE
+                if written is TIMED_OUT or self.interrupted:
+                    return _STOPPED if self.interrupted else _DEADLINE
 
     async def until_deadline(self) -> WatchEnd:
         """Wait, no longer reading `receive()`, until the deadline passes or `stop()`."""
-        await self._waiting().run(self._deadline, anyio.sleep_forever)
-        return WatchEnd.STOPPED if self._stopped else WatchEnd.DEADLINE
-
-    def _waiting(self) -> Waits:
-        """The waits, made on the first (ended at once if `stop()` came before)."""
-        if self._waits is None:
-            self._waits = Waits()
-            if self._stopped:
-                self._waits.interrupt()
-        return self._waits
-
-
-async def _disconnect(receive: Receive) -> None:
-    """Read `receive()` until the client is gone."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
+        await self.run(self._deadline, anyio.sleep_forever)
+        return _STOPPED if self.interrupted else _DEADLINE

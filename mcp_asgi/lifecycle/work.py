@@ -47,30 +47,54 @@ class ThreadSlots(Line):
         super().__init__(total)
 
 
-class RunningWork:
-    """Counts the work still running for one request; calls `on_idle` when none is left."""
+class Owner(Protocol):
+    """Who is told once the work is idle (a request scope: `work_returned`)."""
 
-    def __init__(self, on_idle: Callable[[], None], threads: ThreadSlots | None = None) -> None:
+    def work_returned(self) -> None: ...
+
+
+class RunningWork:
+    """Counts the work still running for one request; tells its owner (`work_returned`)
+    once when none is left.
+
+    What most requests never need (the set of owned resources, the event waited for in the
+    grace period) is made when first needed: fewer objects per request in flight."""
+
+    __slots__ = ("_idle", "_owned", "_owner", "_threads", "running")
+
+    def __init__(self, owner: Owner, threads: ThreadSlots | None = None) -> None:
         self.running = 1  # the handler itself
         self._threads = threads
-        self._idle = LazyEvent()
-        self._on_idle = on_idle
-        self._owned: set[Closable] = set()
+        self._idle: LazyEvent | None = None  # made by the first wait_idle that waits
+        self._owner: Owner | None = owner  # (itself, not a bound method made per request)
+        self._owned: set[Closable] | None = None  # made by the first own()
 
     def own(self, resource: Closable) -> None:
         """Close `resource` when the handler exits, if the handler has not closed it."""
+        if self._owned is None:
+            self._owned = set()
         self._owned.add(resource)
 
     def disown(self, resource: Closable) -> None:
         """The handler closed `resource` itself."""
-        self._owned.discard(resource)
+        if self._owned is not None:
+            self._owned.discard(resource)
+
+    def handler_returned(self) -> bool:
+        """The handler returned: count it out at once if it left nothing open (True);
+        else False, and `await handler_exited()` closes what it left and counts it out."""
+        if self._owned:
+            return False
+        self.done()
+        return True
 
     async def handler_exited(self) -> None:
         """The handler returned: close what it left open, then count it out (even if
         closing is interrupted)."""
         try:
-            while self._owned:
-                resource = self._owned.pop()
+            owned = self._owned
+            while owned:
+                resource = owned.pop()
                 with anyio.CancelScope(shield=True):
                     try:
                         await resource.aclose()
@@ -85,20 +109,24 @@ class RunningWork:
         self.running -= 1
         if self.running:
             return
-        if on_loop:
+        if on_loop and self._idle is not None:
             self._idle.set()
-        on_idle, self._on_idle = self._on_idle, _nothing  # once; and no cycle left behind
-        on_idle()
+        owner, self._owner = self._owner, None  # once; and no cycle left behind
+        if owner is not None:
+            owner.work_returned()
 
-    async def wait_idle(self, grace: float) -> bool:
+    async def wait_idle(self, grace: float, *, turned: bool = False) -> bool:
         """Wait up to `grace` seconds for all the work to return; True if it has.
 
         A cancelled async handler usually returns as soon as it runs again: one turn of the
-        event loop is waited first, and only work still running then starts the timer.
+        event loop is waited first (unless the caller has, `turned`), and only work still
+        running then starts the timer.
         """
-        if self.running:
+        if self.running and not turned:
             await checkpoint()
         if self.running:  # one loop timer (anyio's scope off asyncio): on every cancel
+            if self._idle is None:
+                self._idle = LazyEvent()
             await within(grace, self._idle.wait)
         return not self.running
 
@@ -117,7 +145,3 @@ class RunningWork:
         if on_loop and self._threads is not None:
             self._threads.release()
         self.done(on_loop=on_loop)
-
-
-def _nothing() -> None:
-    pass

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar, cast
 
@@ -25,7 +25,7 @@ from mcp_asgi.protocol.jsonrpc import (
 from mcp_asgi.protocol.request import TASKS_EXTENSION, McpRequest
 from mcp_asgi.server.catalogs import SourceCatalogs
 from mcp_asgi.server.context import Context
-from mcp_asgi.server.primitives import Resource
+from mcp_asgi.server.primitives import Resource, Tool
 from mcp_asgi.server.registry import Registry
 from mcp_asgi.server.required_scopes import RequiredScopes
 from mcp_asgi.server.sources import PromptSource
@@ -101,31 +101,44 @@ class Methods:
             return registry.resource_sources, registry.resources
         return registry.tool_sources, registry.tools
 
-    async def call_tool(
+    def call_tool(
         self, request: McpRequest, ctx: Context, options: ResultOptions
-    ) -> JsonObject:
-        """`tools/call`: a decorated tool's handler, else a source's tool."""
+    ) -> Awaitable[JsonObject]:
+        """`await call_tool(...)`, `tools/call`: a decorated tool's handler, else a source's
+        tool. For a decorated tool (most calls) a plain function handing back `Tool.call`'s
+        coroutine: no frame of its own while the tool runs (a cancellation unwinds through
+        one frame less); its refusals are raised at once, before anything is awaited."""
         registry = self._registry
         name = str(request.params["name"])
         tool = registry.tools.get(name)  # looked up once: a decorated tool, most calls
-        sources = registry.tool_sources
-        if tool is None and sources:
-            exposed = sources.get(name)
-            if exposed is None:
-                await sources.load(ctx, registry.tools)
-                exposed = sources.get(name)
-            if exposed is not None:
-                if ctx.task_id is None and sources.task_of(name) == "required":
-                    raise missing_tasks_extension(name)  # a 2025-era request: no tasks there
-                return await exposed.call(_arguments(request), ctx)
-        if tool is None:  # a source's read may have added it
+        if tool is None:
+            if registry.tool_sources:
+                return self._call_source_tool(request, ctx, name)
             tool = _named(registry.tools, request, "tool")
-        if ctx.task_id is None and registry.task_policies.get(tool.name) == "required":
+        return self._call_decorated(tool, request, ctx)
+
+    async def _call_source_tool(self, request: McpRequest, ctx: Context, name: str) -> JsonObject:
+        """`tools/call` of a name no decorated tool has: a source's tool (read first if need
+        be), or a decorated tool the read added."""
+        registry = self._registry
+        sources = registry.tool_sources
+        exposed = sources.get(name)
+        if exposed is None:
+            await sources.load(ctx, registry.tools)
+            exposed = sources.get(name)
+        if exposed is not None:
+            if ctx.task_id is None and sources.task_of(name) == "required":
+                raise missing_tasks_extension(name)  # a 2025-era request: no tasks there
+            return await exposed.call(_arguments(request), ctx)
+        tool = _named(registry.tools, request, "tool")  # a source's read may have added it
+        return await self._call_decorated(tool, request, ctx)
+
+    def _call_decorated(
+        self, tool: Tool, request: McpRequest, ctx: Context
+    ) -> Awaitable[JsonObject]:
+        if ctx.task_id is None and self._registry.task_policies.get(tool.name) == "required":
             raise missing_tasks_extension(tool.name)  # a 2025-era request: no tasks there
-        arguments = request.params.get("arguments") or {}  # `_arguments`, inline
-        if not isinstance(arguments, dict):
-            raise McpError(INVALID_PARAMS, "Invalid params: 'arguments' must be an object")
-        return await tool.call(arguments, ctx)
+        return tool.call(_arguments(request), ctx)
 
     async def get_prompt(
         self, request: McpRequest, ctx: Context, options: ResultOptions

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final
@@ -39,14 +39,19 @@ Handler = Callable[..., Any]
 _TEMPLATE_VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-async def invoke(sig: HandlerSignature, fn: Handler, kwargs: dict[str, Any], ctx: Context) -> Any:
-    """Call a handler: `async def` on the event loop, plain `def` in a worker thread; its
-    FastAPI dependencies, if any, are resolved before and closed after."""
+def invoke(
+    sig: HandlerSignature, fn: Handler, kwargs: dict[str, Any], ctx: Context
+) -> Awaitable[Any]:
+    """`await invoke(...)`: call a handler: `async def` on the event loop, plain `def` in a
+    worker thread; its FastAPI dependencies, if any, are resolved before and closed after.
+    A plain function handing back what is awaited (an `async def` handler's own coroutine):
+    no frame of its own between the handler and its caller, for a cancellation to unwind
+    through."""
     if sig.dependencies is not None:
-        return await sig.dependencies.call(fn, kwargs, ctx, is_async=sig.is_async)
+        return sig.dependencies.call(fn, kwargs, ctx, is_async=sig.is_async)
     if sig.is_async:
-        return await fn(**kwargs)
-    return await ctx.run_sync(partial(fn, **kwargs))
+        return fn(**kwargs)  # type: ignore[no-any-return]
+    return ctx.run_sync(partial(fn, **kwargs))
 
 
 @dataclass(frozen=True, slots=True)

@@ -300,3 +300,23 @@ async def test_a_cancel_before_the_watcher_starts_is_not_lost() -> None:
         await scope.run(wire.receive, handler)
     assert scope.reason is CancelReason.SERVER_SHUTDOWN
     assert scope.phase is Phase.ENDED
+
+
+async def test_the_cancel_token_is_set_whenever_it_is_first_asked_for() -> None:
+    """The token is made when first asked for: one asked for before the signal is set by
+    it, one first asked for after it is made set; the same token every time."""
+    before = request_scope(wire_for("tools/call", {"name": "x"}, accept=JSON).send)
+    token = before.token
+    assert not token.cancelled
+    assert before.cancel(CancelReason.SERVER_SHUTDOWN)
+    assert token.cancelled
+    assert token.reason is CancelReason.SERVER_SHUTDOWN
+    assert before.token is token
+
+    after = request_scope(wire_for("tools/call", {"name": "x"}, accept=JSON).send)
+    assert after.cancel(CancelReason.CLIENT_NOTIFICATION)
+    late = after.token
+    assert late.cancelled
+    assert late.reason is CancelReason.CLIENT_NOTIFICATION
+    assert late.wait(0)  # a thread polling it returns at once
+    assert after.token is late

@@ -194,6 +194,21 @@ async def test_a_plain_cancel_is_one_info_record(caplog: pytest.LogCaptureFixtur
     assert elapsed >= 0
 
 
+async def test_a_cancel_after_a_side_effect_is_logged_where_only_warnings_are(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Without an SDK, with the cancellation logger at WARNING: the record of a cancel after
+    a side effect is still made and logged (a plain cancel's INFO record is not)."""
+    caplog.set_level(logging.WARNING, logger=CANCEL_LOGGER)
+    probe = Probe()
+    with serving(mcp_app(build_server(probe))) as client:
+        await cancel_mid_call(client, "charge", probe, order="7")
+        await eventually(lambda: bool(records_for(caplog, "charge")), what="the record")
+    [record] = records_for(caplog, "charge")
+    assert record.levelno == logging.WARNING
+    assert getattr(record, "idempotency_key", None) == "order-7"
+
+
 async def test_a_completed_request_with_a_side_effect_logs_nothing(
     otel: Otel, caplog: pytest.LogCaptureFixture
 ) -> None:
