@@ -13,9 +13,13 @@ drops the rest:
 
 - `fn` runs in a copy of the caller's context (contextvars: the request's span, ...), with
   sniffio reporting no async library, in a thread anyio knows as its own worker thread,
-  under a cancel scope entered for the call inside the caller's, as anyio's are:
-  `anyio.from_thread.run`/`run_sync` work without a token, and
-  `from_thread.check_cancelled` raises once the call is cancelled;
+  under a cancel scope of its own inside the caller's while the caller waits, as anyio's
+  are: `anyio.from_thread.run`/`run_sync` work without a token, the tasks of
+  `from_thread.run` are cancelled with the caller, and `from_thread.check_cancelled`
+  raises once the call is cancelled. That scope is not entered (the caller's task stays in
+  its own scope; entering and leaving one is dearer than the rest of the hop): it is put
+  among the caller's scope's children for the call, and the pool keeps it for the next
+  call once the thread has returned;
 - an idle thread takes the next job at once (a `SimpleQueue`, in C); a new thread is
   started only when none is idle; an idle thread ends after `IDLE_SECONDS`;
 - results go back to the loop in batches: the first result of a batch schedules one
@@ -45,7 +49,7 @@ import contextvars
 import math
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
 import anyio
@@ -63,6 +67,7 @@ _library_cvar: contextvars.ContextVar[str | None] | None = None
 try:  # what makes a thread one of anyio's worker threads (not a public API of anyio)
     from anyio._backends._asyncio import AsyncIOBackend as _AsyncIOBackend
     from anyio._backends._asyncio import CancelScope as _AsyncIOCancelScope
+    from anyio._backends._asyncio import _task_states
     from anyio._core._eventloop import threadlocals as _anyio_threadlocals
 except ImportError:  # pragma: no cover - an anyio without them: its own threads are used
     pass
@@ -80,10 +85,12 @@ def _ignore(on_loop: bool) -> None:
     pass
 
 
-async def run_in_thread(
+def run_in_thread(
     fn: Callable[[], T], over: Callable[[bool], object] = _ignore, *, bounded: bool = False
-) -> T:
-    """Run `fn` in a worker thread; on cancel, move on at once (the thread is abandoned).
+) -> Awaitable[T]:
+    """`await run_in_thread(fn)`: run `fn` in a worker thread; on cancel, move on at once
+    (the thread is abandoned). A plain function returning the awaitable (one coroutine
+    frame less on every call); call it only to await it at once.
 
     `over(on_loop)` is called once the thread is over (see the module's docstring). With
     `bounded` the caller bounds its threads: this pool runs `fn` on asyncio, anyio's
@@ -91,34 +98,63 @@ async def run_in_thread(
     limiter."""
     task = asyncio_task() if bounded and _AsyncIOBackend is not None else None
     if task is None:
-        return await _in_anyio_thread(fn, over, bounded)
+        return _in_anyio_thread(fn, over, bounded)
     loop = task.get_loop()
     pool = _last_pool
     if pool is None or pool.loop is not loop:
         pool = _pool(loop)
+    state = _task_states.get(task)
+    return _hop(loop, pool, fn, over, state.cancel_scope if state is not None else None)
+
+
+async def _hop(
+    loop: asyncio.AbstractEventLoop,
+    pool: _Pool,
+    fn: Callable[[], T],
+    over: Callable[[bool], object],
+    parent: Any,
+) -> T:
+    """Hand `fn` to the pool's threads and wait for its outcome; `parent` is the caller's
+    current anyio cancel scope (None: in none). The scopes here are those of anyio's
+    asyncio backend, whose private attributes are used: typed `Any`."""
     begun, ended = threading.Lock(), threading.Lock()
+    # the scope anyio gives a thread (`from_thread.run` puts its tasks in it,
+    # `from_thread.check_cancelled` looks at it and its parents): a child of the caller's
+    # while the caller waits, as if entered for the call, without entering it (which costs
+    # more than the rest of the hop): the caller's task stays in the caller's scope
+    scopes = pool.scopes
+    scope: Any = scopes.pop() if scopes else _AsyncIOCancelScope()
+    if parent is not None:
+        scope._parent_scope = parent
+        parent._child_scopes.add(scope)
     try:
-        # the scope anyio gives a thread (`from_thread.run` and `check_cancelled` use it)
-        with _AsyncIOCancelScope() as scope:
-            # a cancelled call starts no thread (anyio's checkpoint_if_cancelled, if so)
-            visible: anyio.CancelScope | None = scope
-            while visible is not None:
-                if visible.cancel_called:
-                    await _AsyncIOBackend.checkpoint_if_cancelled()
-                    break
-                if visible.shield:
-                    break
-                visible = visible._parent_scope  # type: ignore[attr-defined]
-            future: asyncio.Future[T] = loop.create_future()
-            context = contextvars.copy_context()
-            if _library_cvar is not None:
-                context.run(_library_cvar.set, None)
-            pool.submit((context, fn, future, scope, begun, ended, over))
-            result = await future
+        # a cancelled call starts no thread (anyio's checkpoint_if_cancelled, if so)
+        visible = parent
+        while visible is not None:
+            if visible.cancel_called:
+                await _AsyncIOBackend.checkpoint_if_cancelled()
+                break
+            if visible.shield:
+                break
+            visible = visible._parent_scope
+        future: asyncio.Future[T] = loop.create_future()
+        context = contextvars.copy_context()
+        if _library_cvar is not None:
+            context.run(_library_cvar.set, None)
+        pool.submit((context, fn, future, scope, begun, ended, over))
+        result = await future
     except BaseException:
         _settle(begun, ended, over)
         raise
+    finally:
+        if parent is not None:  # the caller moves on: later tasks of the thread's are its own
+            parent._child_scopes.discard(scope)
     over(True)
+    # the thread has returned, and with it every task it ran through `from_thread.run`:
+    # nothing refers to its scope any more, the next call's thread may have it
+    if not scope._tasks and not scope._child_scopes and not scope._cancel_called:
+        scope._parent_scope = None
+        scopes.append(scope)
     return result
 
 
@@ -198,6 +234,8 @@ class _Pool:
         self._idle = 0  # threads waiting for a job, not yet promised one
         self._results: list[tuple[asyncio.Future[Any], bool, Any]] = []
         self._wake_pending = False  # a `_deliver` is scheduled on the loop
+        # the threads' cancel scopes of calls that returned, for the next calls (on the loop)
+        self.scopes: list[Any] = []
 
     def submit(self, job: _Job) -> None:
         """On the loop: hand `job` to an idle thread, or to a new one."""
