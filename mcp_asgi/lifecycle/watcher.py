@@ -27,7 +27,7 @@ from typing import TypeVar
 import anyio
 from starlette.types import Receive
 
-from mcp_asgi._loop import TIMED_OUT, Clock, Waits
+from mcp_asgi._loop import TIMED_OUT, Clock, TimedOut, Waits
 
 T = TypeVar("T")
 
@@ -78,7 +78,12 @@ class Watcher:
         waits = self._waiting()
         while True:
             until = min(self._deadline, self._clock() + self._interval)
-            if await waits.run(until, _disconnect, receive) is not TIMED_OUT:
+            # `receive()` itself is waited for (no coroutine of ours around it): anything
+            # but a disconnect is read past, each read a wait of its own
+            message = await waits.run(until, receive)
+            while not isinstance(message, TimedOut) and message["type"] != "http.disconnect":
+                message = await waits.run(until, receive)
+            if not isinstance(message, TimedOut):
                 return WatchEnd.CLIENT_GONE
             if self._stopped:
                 return WatchEnd.STOPPED
@@ -103,9 +108,3 @@ class Watcher:
             if self._stopped:
                 self._waits.interrupt()
         return self._waits
-
-
-async def _disconnect(receive: Receive) -> None:
-    """Read `receive()` until the client is gone."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
