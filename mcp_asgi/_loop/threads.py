@@ -139,8 +139,8 @@ async def _hop(
             visible = visible._parent_scope
         future: asyncio.Future[T] = loop.create_future()
         context = contextvars.copy_context()
-        if _library_cvar is not None:
-            context.run(_library_cvar.set, None)
+        if _library_cvar is not None and _library_cvar.get(None) is not None:
+            context.run(_library_cvar.set, None)  # (unset, as under uvicorn: nothing to do)
         pool.submit((context, fn, future, scope, begun, ended, over))
         result = await future
     except BaseException:
