@@ -47,7 +47,7 @@ def within(
     task = native_task()
     if task is None:
         return _within_scope(seconds, fn, *args)
-    return Interruptible().run(task, task.get_loop().time() + seconds, fn, *args)
+    return Interruptible()._wait(task, task.get_loop().time() + seconds, fn, *args)
 
 
 async def _within_scope(
@@ -58,9 +58,9 @@ async def _within_scope(
     return TIMED_OUT
 
 
-class Interruptible:
-    """Waits of one asyncio task (3.11+, from `native_task()`), each ended early by a time or
-    by `interrupt()`: the task is cancelled, and that cancellation taken back once it has
+class _Wait:
+    """A wait of one asyncio task (3.11+, from `native_task()`), ended early by a time or
+    by `_end_wait()`: the task is cancelled, and that cancellation taken back once it has
     ended the wait. A cancellation from anywhere else, also one landing with it, passes
     through; one swallowed by the awaited code is taken back all the same."""
 
@@ -70,7 +70,7 @@ class Interruptible:
         self._task: asyncio.Task[object] | None = None  # the task in a wait
         self._interrupted = False  # it has been cancelled to end that wait
 
-    async def run(
+    async def _wait(
         self,
         task: asyncio.Task[object],
         until: float,
@@ -78,7 +78,7 @@ class Interruptible:
         *args: object,
     ) -> T | TimedOut:
         """`await fn(*args)` in `task` (the running one), or `TIMED_OUT` once the loop's
-        clock reaches `until` or on `interrupt()`."""
+        clock reaches `until` or on `_end_wait()`."""
         deadlines = _deadlines(task.get_loop()) if until < math.inf else None
         if deadlines is not None:
             deadlines.add(self, until)
@@ -97,7 +97,7 @@ class Interruptible:
             uncancel(task)
         return result
 
-    def interrupt(self) -> None:
+    def _end_wait(self) -> None:
         """End the current wait, if there is one (once; on the loop)."""
         task = self._task
         if task is not None and not self._interrupted:
@@ -105,23 +105,47 @@ class Interruptible:
             task.cancel()
 
 
-class Waits:
-    """The waits of one task, one at a time, each ended early by a time or by `interrupt()`
-    (then `TIMED_OUT`): an `Interruptible` on a native task, an anyio cancel scope elsewhere.
-    A cancellation that is not its own passes through either way."""
+class Interruptible(_Wait):
+    """Waits of one asyncio task (3.11+, from `native_task()`), one at a time, each ended
+    early by a time or by `interrupt()` (see `_Wait`)."""
 
-    __slots__ = ("_cancel_scope", "_interrupt", "_interrupted")
+    __slots__ = ()
+
+    def run(
+        self,
+        task: asyncio.Task[object],
+        until: float,
+        fn: Callable[..., Awaitable[T]],
+        *args: object,
+    ) -> Awaitable[T | TimedOut]:
+        """`await fn(*args)` in `task` (the running one), or `TIMED_OUT` once the loop's
+        clock reaches `until` or on `interrupt()`."""
+        return self._wait(task, until, fn, *args)
+
+    def interrupt(self) -> None:
+        """End the current wait, if there is one (once; on the loop)."""
+        self._end_wait()
+
+
+class Waits(_Wait):
+    """The waits of one task, one at a time, each ended early by a time or by `interrupt()`
+    (then `TIMED_OUT`): the task's own cancellation on a native task (`_Wait`), an anyio
+    cancel scope elsewhere. A cancellation that is not its own passes through either way.
+    One object with its waits' state (a class may extend it: the watcher does), not one
+    per wait."""
+
+    __slots__ = ("_cancel_scope", "_over")
 
     def __init__(self) -> None:
+        self._task = None
         self._interrupted = False
+        self._over = False  # every wait ends at once
         self._cancel_scope: anyio.CancelScope | None = None  # the wait's, off asyncio
-        self._interrupt: Interruptible | None = None  # the waits', on asyncio (made on the first)
 
     def interrupt(self) -> None:
         """End the current wait, and every later one at once. Idempotent."""
-        self._interrupted = True
-        if self._interrupt is not None:
-            self._interrupt.interrupt()
+        self._over = True
+        self._end_wait()
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
 
@@ -131,14 +155,12 @@ class Waits:
         """`await waits.run(...)`: `await fn(*args)`, or `TIMED_OUT` once the loop's clock
         reaches `until` or on `interrupt()` (at once, if it came before). A plain function
         returning the awaitable, as `within`."""
-        if self._interrupted:
+        if self._over:
             return _timed_out()
         task = native_task()
         if task is None:
             return self._run_in_scope(until, fn, *args)
-        if self._interrupt is None:
-            self._interrupt = Interruptible()
-        return self._interrupt.run(task, until, fn, *args)
+        return self._wait(task, until, fn, *args)
 
     async def _run_in_scope(
         self, until: float, fn: Callable[..., Awaitable[T]], *args: object
@@ -154,7 +176,7 @@ async def _timed_out() -> TimedOut:
 
 
 class _Deadlines:
-    """The time limits of one event loop's `Interruptible` waits, kept by one loop timer
+    """The time limits of one event loop's waits (`Interruptible`, `Waits`), kept by one loop timer
     set for the earliest of them: when it fires, it interrupts every wait whose time has
     come and is set again for the earliest left. A wait interrupted this way is ended as by
     a timer of its own at its time (never before it)."""
@@ -162,18 +184,18 @@ class _Deadlines:
     __slots__ = ("__weakref__", "_at", "_timer", "_waits")
 
     def __init__(self) -> None:
-        self._waits: dict[Interruptible, float] = {}  # each running wait, until when
+        self._waits: dict[_Wait, float] = {}  # each running wait, until when
         # the pending timer, weakly: it holds its loop, which must stay free to go
         self._timer: weakref.ref[asyncio.TimerHandle] | None = None
         self._at = math.inf  # when the timer fires
 
-    def add(self, wait: Interruptible, until: float) -> None:
+    def add(self, wait: _Wait, until: float) -> None:
         """Interrupt `wait` once the loop's clock reaches `until` (unless discarded)."""
         self._waits[wait] = until
         if until < self._at:
             self._set(asyncio.get_running_loop(), until)
 
-    def discard(self, wait: Interruptible) -> None:
+    def discard(self, wait: _Wait) -> None:
         """`wait` is over: its time limit no longer counts (the timer may then fire for
         nothing, and is set again for the next)."""
         self._waits.pop(wait, None)
@@ -194,7 +216,7 @@ class _Deadlines:
         due = [wait for wait, until in self._waits.items() if until <= now]
         for wait in due:
             del self._waits[wait]
-            wait.interrupt()
+            wait._end_wait()  # that wait only (a `Waits`' later waits go on)
         if self._waits:  # a timer may fire a hair early (the loop's clock resolution)
             self._set(loop, min(self._waits.values()))
 

@@ -43,10 +43,11 @@ class WatchEnd(enum.Enum):
     """`stop()` was called."""
 
 
-class Watcher:
-    """Watches one request's connection and deadline (an absolute time on the loop's clock)."""
+class Watcher(Waits):
+    """Watches one request's connection and deadline (an absolute time on the loop's clock).
+    It is its own waits (`Waits`, one at a time): no object of their own per request."""
 
-    __slots__ = ("_clock", "_deadline", "_interval", "_keepalive", "_stopped", "_waits")
+    __slots__ = ("_clock", "_deadline", "_interval", "_keepalive", "_stopped")
 
     def __init__(
         self,
@@ -59,30 +60,28 @@ class Watcher:
         """`keepalive` writes one keep-alive and says whether it could (None: no
         keep-alives); `clock` is the loop's, the deadline's (default `anyio.current_time`,
         which asks anyio for the running backend each time)."""
+        super().__init__()
         self._clock = clock or anyio.current_time
         self._deadline = deadline
         self._keepalive = keepalive if keepalive_interval > 0 else None
         self._interval = keepalive_interval if self._keepalive is not None else math.inf
         self._stopped = False
-        self._waits: Waits | None = None  # made on the first wait (most requests have none)
 
     def stop(self) -> None:
         """Stop watching: a running `watch` or `until_deadline` returns STOPPED. Idempotent."""
         self._stopped = True
-        if self._waits is not None:
-            self._waits.interrupt()
+        self.interrupt()
 
     async def watch(self, receive: Receive) -> WatchEnd:
         """Wait until the client is gone, the deadline passes, or `stop()`; write a
         keep-alive each time the reply has been quiet for the interval."""
-        waits = self._waiting()
         while True:
             until = min(self._deadline, self._clock() + self._interval)
             # `receive()` itself is waited for (no coroutine of ours around it): anything
             # but a disconnect is read past, each read a wait of its own
-            message = await waits.run(until, receive)
+            message = await self.run(until, receive)
             while not isinstance(message, TimedOut) and message["type"] != "http.disconnect":
-                message = await waits.run(until, receive)
+                message = await self.run(until, receive)
             if not isinstance(message, TimedOut):
                 return WatchEnd.CLIENT_GONE
             if self._stopped:
@@ -90,7 +89,7 @@ class Watcher:
             if until >= self._deadline:
                 return WatchEnd.DEADLINE
             if self._keepalive is not None:  # the quiet period is over: a keep-alive
-                written = await waits.run(self._deadline, self._keepalive)
+                written = await self.run(self._deadline, self._keepalive)
                 if written is False:
                     return WatchEnd.CLIENT_GONE
                 if written is TIMED_OUT or self._stopped:
@@ -98,13 +97,5 @@ class Watcher:
 
     async def until_deadline(self) -> WatchEnd:
         """Wait, no longer reading `receive()`, until the deadline passes or `stop()`."""
-        await self._waiting().run(self._deadline, anyio.sleep_forever)
+        await self.run(self._deadline, anyio.sleep_forever)
         return WatchEnd.STOPPED if self._stopped else WatchEnd.DEADLINE
-
-    def _waiting(self) -> Waits:
-        """The waits, made on the first (ended at once if `stop()` came before)."""
-        if self._waits is None:
-            self._waits = Waits()
-            if self._stopped:
-                self._waits.interrupt()
-        return self._waits
