@@ -30,10 +30,13 @@ drops the rest:
 Who counts threads learns when each one is over through `over(on_loop)`, called once: on
 the loop as the call returns, fails or is cancelled before its thread started; for a thread
 abandoned while it ran, once it really returns (on the loop, or in the thread with
-`on_loop=False` if the loop is gone by then). Two locks taken without blocking settle who
-reports: the thread takes `begun` as it starts and `ended` as it returns; a call ending by
-an exception takes `begun` (the thread never starts: report now), else `ended` (it runs:
-the thread reports), else neither (it has returned: report now).
+`on_loop=False` if the loop is gone by then). Who reports is settled by a claim of two
+turns (`_claims`: a `bytearray` whose `pop()`, one C call under the GIL, takes them in
+order; not a lock pair: two objects the garbage collector tracks, per call): the thread
+takes a turn as it starts and one as it returns, a call ending by an exception takes one.
+The thread runs only if it took the first turn; a call ending by an exception reports now
+if it took the first (the thread never starts) or found none left (the thread has
+returned), else the thread reports when it returns.
 
 How many threads may run at once is the caller's business (`lifecycle.work.ThreadSlots`): a
 call it has bounded (`bounded=True`) runs in this pool, on asyncio loops (uvloop included);
@@ -117,7 +120,7 @@ async def _hop(
     """Hand `fn` to the pool's threads and wait for its outcome; `parent` is the caller's
     current anyio cancel scope (None: in none). The scopes here are those of anyio's
     asyncio backend, whose private attributes are used: typed `Any`."""
-    begun, ended = threading.Lock(), threading.Lock()
+    claims = _claims()
     # the scope anyio gives a thread (`from_thread.run` puts its tasks in it,
     # `from_thread.check_cancelled` looks at it and its parents): a child of the caller's
     # while the caller waits, as if entered for the call, without entering it (which costs
@@ -141,10 +144,10 @@ async def _hop(
         context = contextvars.copy_context()
         if _library_cvar is not None and _library_cvar.get(None) is not None:
             context.run(_library_cvar.set, None)  # (unset, as under uvicorn: nothing to do)
-        pool.submit((context, fn, future, scope, begun, ended, over))
+        pool.submit((context, fn, future, scope, claims, over))
         result = await future
     except BaseException:
-        _settle(begun, ended, over)
+        _settle(claims, over)
         raise
     finally:
         if parent is not None:  # the caller moves on: later tasks of the thread's are its own
@@ -158,25 +161,43 @@ async def _hop(
     return result
 
 
-def _settle(begun: threading.Lock, ended: threading.Lock, over: Callable[[bool], object]) -> None:
+_FIRST = 1  # the first turn of a call's claims (`pop()` takes the last byte first)
+
+
+def _claims() -> bytearray:
+    """A call's two turns: whoever takes the first decides whether its thread runs."""
+    return bytearray(b"\x00\x01")
+
+
+def _take(claims: bytearray) -> int | None:
+    """Take the next turn (atomic: `bytearray.pop` is one C call under the GIL): `_FIRST`,
+    the second, or None when both are taken."""
+    try:
+        return claims.pop()
+    except IndexError:
+        return None
+
+
+def _settle(claims: bytearray, over: Callable[[bool], object]) -> None:
     """On the loop, as a call ends by an exception (its own, or a cancel): report the
     thread over now, unless it is still running (then it reports itself when it returns)."""
-    if begun.acquire(False) or not ended.acquire(False):
+    turn = _take(claims)
+    if turn == _FIRST or turn is None:
         over(True)  # never started (and never will), or already returned
 
 
 async def _in_anyio_thread(fn: Callable[[], T], over: Callable[[bool], object], bounded: bool) -> T:
     """`run_in_thread` in one of anyio's threads (not on asyncio, or not bounded)."""
     token = anyio.lowlevel.current_token()
-    begun, ended = threading.Lock(), threading.Lock()
+    claims = _claims()
 
     def claimed() -> T | None:
-        if not begun.acquire(False):
+        if _take(claims) != _FIRST:
             return None  # abandoned before it started: never run
         try:
             return fn()
         finally:
-            if not ended.acquire(False):  # abandoned while it ran: report its return
+            if _take(claims) is None:  # abandoned while it ran: report its return
                 try:
                     token.backend_class.run_sync_soon(over, (True,), token.native_token)
                 except RuntimeError:  # the event loop is gone
@@ -186,7 +207,7 @@ async def _in_anyio_thread(fn: Callable[[], T], over: Callable[[bool], object], 
     try:
         result = await anyio.to_thread.run_sync(claimed, abandon_on_cancel=True, limiter=limiter)
     except BaseException:
-        _settle(begun, ended, over)
+        _settle(claims, over)
         raise
     over(True)
     return cast(T, result)  # None only for a call never started, which nobody awaits
@@ -217,9 +238,8 @@ _Job = tuple[
     contextvars.Context,
     Callable[[], Any],
     "asyncio.Future[Any]",
-    "anyio.CancelScope | None",
-    threading.Lock,
-    threading.Lock,
+    Any,  # the thread's cancel scope (anyio's asyncio backend's)
+    bytearray,
     Callable[[bool], object],
 ]
 
@@ -253,9 +273,7 @@ class _Pool:
         _anyio_threadlocals.current_token = token
         while True:
             try:
-                context, fn, future, scope, begun, ended, over = self._jobs.get(
-                    timeout=IDLE_SECONDS
-                )
+                context, fn, future, scope, claims, over = self._jobs.get(timeout=IDLE_SECONDS)
             except queue.Empty:
                 with self._lock:
                     if self._idle:  # nobody has promised this thread a job: end it
@@ -264,20 +282,20 @@ class _Pool:
                 continue  # a job was promised to an idle thread: wait for it
             ok, value = False, None
             # a call abandoned before its thread started is never run
-            if not future.cancelled() and begun.acquire(False):
+            if not future.cancelled() and _take(claims) == _FIRST:
                 _anyio_threadlocals.current_cancel_scope = scope
                 try:
                     ok, value = True, context.run(fn)
                 except BaseException as exc:  # handed to the caller, as anyio does
                     value = exc
                 del _anyio_threadlocals.current_cancel_scope
-                if not ended.acquire(False):  # abandoned while it ran: report its return
+                if _take(claims) is None:  # abandoned while it ran: report its return
                     self._returned_late(over)
             with self._lock:  # queue the outcome; the first of a batch wakes the loop
                 self._results.append((future, ok, value))
                 self._idle += 1
                 wake, self._wake_pending = not self._wake_pending, True
-            del context, fn, future, scope, begun, ended, over, value
+            del context, fn, future, scope, claims, over, value
             if wake:
                 with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits
                     self.loop.call_soon_threadsafe(self._deliver)
