@@ -53,6 +53,7 @@ import math
 import queue
 import threading
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, TypeVar, cast
 
 import anyio
@@ -89,11 +90,16 @@ def _ignore(on_loop: bool) -> None:
 
 
 def run_in_thread(
-    fn: Callable[[], T], over: Callable[[bool], object] = _ignore, *, bounded: bool = False
+    fn: Callable[..., T],
+    over: Callable[[bool], object] = _ignore,
+    *,
+    bounded: bool = False,
+    kwargs: dict[str, Any] | None = None,
 ) -> Awaitable[T]:
-    """`await run_in_thread(fn)`: run `fn` in a worker thread; on cancel, move on at once
-    (the thread is abandoned). A plain function returning the awaitable (one coroutine
-    frame less on every call); call it only to await it at once.
+    """`await run_in_thread(fn)`: run `fn(**kwargs)` in a worker thread; on cancel, move
+    on at once (the thread is abandoned). A plain function returning the awaitable (one
+    coroutine frame less on every call); call it only to await it at once. (`kwargs`
+    spares the caller a `partial` that would live as long as the call.)
 
     `over(on_loop)` is called once the thread is over (see the module's docstring). With
     `bounded` the caller bounds its threads: this pool runs `fn` on asyncio, anyio's
@@ -101,23 +107,24 @@ def run_in_thread(
     limiter."""
     task = asyncio_task() if bounded and _AsyncIOBackend is not None else None
     if task is None:
-        return _in_anyio_thread(fn, over, bounded)
+        return _in_anyio_thread(partial(fn, **kwargs) if kwargs else fn, over, bounded)
     loop = task.get_loop()
     pool = _last_pool
     if pool is None or pool.loop is not loop:
         pool = _pool(loop)
     state = _task_states.get(task)
-    return _hop(loop, pool, fn, over, state.cancel_scope if state is not None else None)
+    return _hop(loop, pool, fn, kwargs, over, state.cancel_scope if state is not None else None)
 
 
 async def _hop(
     loop: asyncio.AbstractEventLoop,
     pool: _Pool,
-    fn: Callable[[], T],
+    fn: Callable[..., T],
+    kwargs: dict[str, Any] | None,
     over: Callable[[bool], object],
     parent: Any,
 ) -> T:
-    """Hand `fn` to the pool's threads and wait for its outcome; `parent` is the caller's
+    """Hand `fn(**kwargs)` to the pool's threads and wait for its outcome; `parent` is the caller's
     current anyio cancel scope (None: in none). The scopes here are those of anyio's
     asyncio backend, whose private attributes are used: typed `Any`."""
     claims = _claims()
@@ -144,7 +151,7 @@ async def _hop(
         context = contextvars.copy_context()
         if _library_cvar is not None and _library_cvar.get(None) is not None:
             context.run(_library_cvar.set, None)  # (unset, as under uvicorn: nothing to do)
-        pool.submit((context, fn, future, scope, claims, over))
+        pool.submit((context, fn, kwargs, future, scope, claims, over))
         result = await future
     except BaseException:
         _settle(claims, over)
@@ -236,7 +243,8 @@ def _pool(loop: asyncio.AbstractEventLoop) -> _Pool:
 
 _Job = tuple[
     contextvars.Context,
-    Callable[[], Any],
+    Callable[..., Any],
+    "dict[str, Any] | None",
     "asyncio.Future[Any]",
     Any,  # the thread's cancel scope (anyio's asyncio backend's)
     bytearray,
@@ -273,7 +281,9 @@ class _Pool:
         _anyio_threadlocals.current_token = token
         while True:
             try:
-                context, fn, future, scope, claims, over = self._jobs.get(timeout=IDLE_SECONDS)
+                context, fn, kwargs, future, scope, claims, over = self._jobs.get(
+                    timeout=IDLE_SECONDS
+                )
             except queue.Empty:
                 with self._lock:
                     if self._idle:  # nobody has promised this thread a job: end it
@@ -285,7 +295,7 @@ class _Pool:
             if not future.cancelled() and _take(claims) == _FIRST:
                 _anyio_threadlocals.current_cancel_scope = scope
                 try:
-                    ok, value = True, context.run(fn)
+                    ok, value = True, context.run(fn, **kwargs) if kwargs else context.run(fn)
                 except BaseException as exc:  # handed to the caller, as anyio does
                     value = exc
                 del _anyio_threadlocals.current_cancel_scope
@@ -295,7 +305,7 @@ class _Pool:
                 self._results.append((future, ok, value))
                 self._idle += 1
                 wake, self._wake_pending = not self._wake_pending, True
-            del context, fn, future, scope, claims, over, value
+            del context, fn, kwargs, future, scope, claims, over, value
             if wake:
                 with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits
                     self.loop.call_soon_threadsafe(self._deliver)

@@ -98,6 +98,16 @@ async def test_a_call_cancelled_before_it_starts_never_runs() -> None:
     assert ran == []
 
 
+async def test_keyword_arguments_are_handed_to_the_function() -> None:
+    """`kwargs` are `fn`'s, in the pool (bounded, on asyncio) and in anyio's threads."""
+
+    def pair(*, a: int, b: str) -> tuple[int, str]:
+        return a, b
+
+    assert await run_in_thread(pair, bounded=True, kwargs={"a": 1, "b": "x"}) == (1, "x")
+    assert await run_in_thread(pair, kwargs={"a": 2, "b": "y"}) == (2, "y")
+
+
 async def test_the_end_of_each_call_is_reported_once() -> None:
     """`over(True)` once, on the loop, when a call returns, raises, or is cancelled before
     its thread started (which then never runs)."""
