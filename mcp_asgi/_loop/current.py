@@ -20,15 +20,32 @@ from mcp_asgi._loop import switch
 _asyncio_scope: type[anyio.CancelScope] | None = None
 
 
-def asyncio_task() -> asyncio.Task[object] | None:
-    """The running asyncio task, or None (on trio, also hosted on an asyncio loop; or with
-    the plain-anyio path forced)."""
-    if switch._plain:
-        return None
-    try:
-        return asyncio.current_task()
-    except RuntimeError:  # no asyncio loop is running in this thread
-        return None
+if sys.version_info < (3, 12):  # `asyncio.current_task` is Python code: its two C calls here
+    _running_tasks: dict[asyncio.AbstractEventLoop, asyncio.Task[object]] = (
+        asyncio.tasks._current_tasks  # type: ignore[attr-defined]
+    )
+
+    def asyncio_task() -> asyncio.Task[object] | None:
+        """The running asyncio task, or None (on trio, also hosted on an asyncio loop; or
+        with the plain-anyio path forced)."""
+        if switch._plain:
+            return None
+        try:
+            return _running_tasks.get(asyncio.get_running_loop())
+        except RuntimeError:  # no asyncio loop is running in this thread
+            return None
+
+else:
+
+    def asyncio_task() -> asyncio.Task[object] | None:
+        """The running asyncio task, or None (on trio, also hosted on an asyncio loop; or
+        with the plain-anyio path forced)."""
+        if switch._plain:
+            return None
+        try:
+            return asyncio.current_task()
+        except RuntimeError:  # no asyncio loop is running in this thread
+            return None
 
 
 def on_asyncio() -> bool:
