@@ -63,6 +63,7 @@ import anyio.to_thread
 from mcp_asgi._loop.current import asyncio_task
 
 T = TypeVar("T")
+_Future = asyncio.Future
 IDLE_SECONDS = 10.0  # as anyio's worker threads
 
 _AsyncIOBackend: Any = None
@@ -139,15 +140,15 @@ async def _hop(
         parent._child_scopes.add(scope)
     try:
         # a cancelled call starts no thread (anyio's checkpoint_if_cancelled, if so)
-        visible = parent
+        visible = parent  # (its attributes, not `cancel_called` and `shield`: properties)
         while visible is not None:
-            if visible.cancel_called:
+            if visible._cancel_called:
                 await _AsyncIOBackend.checkpoint_if_cancelled()
                 break
-            if visible.shield:
+            if visible._shield:
                 break
             visible = visible._parent_scope
-        future: asyncio.Future[T] = loop.create_future()
+        future: asyncio.Future[T] = _Future(loop=loop)  # `loop.create_future()`, no call
         context = contextvars.copy_context()
         if _library_cvar is not None and _library_cvar.get(None) is not None:
             context.run(_library_cvar.set, None)  # (unset, as under uvicorn: nothing to do)
