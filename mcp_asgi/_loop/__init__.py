@@ -6,6 +6,7 @@ lifespan, asyncio only).
 
     switch      MCP_ASGI_PLAIN_ANYIO: force the plain-anyio path everywhere
     current     the running asyncio task (or None: trio, plain); cancel scopes made cheaply
+    eager       at_once: an awaitable's first step taken now (its value, or the wait it began)
     interrupt   within / Waits / Interruptible: waits ended by the task's own cancellation
     tasks       beside (a one-child task group), Task (an asyncio task of its own),
                 checkpoint (anyio's, without its backend lookup on asyncio)
@@ -21,7 +22,8 @@ Imports nothing else from mcp_asgi.
 """
 
 from mcp_asgi._loop.clock import Clock, loop_clock
-from mcp_asgi._loop.current import new_cancel_scope, on_asyncio
+from mcp_asgi._loop.current import native_task, new_cancel_scope, on_asyncio
+from mcp_asgi._loop.eager import Begun, at_once
 from mcp_asgi._loop.interrupt import TIMED_OUT, TimedOut, Waits, within
 from mcp_asgi._loop.line import Line
 from mcp_asgi._loop.switch import plain_anyio, use_plain_anyio
@@ -30,15 +32,18 @@ from mcp_asgi._loop.threads import run_in_thread
 
 __all__ = [
     "TIMED_OUT",
+    "Begun",
     "Beside",
     "Clock",
     "Line",
     "Task",
     "TimedOut",
     "Waits",
+    "at_once",
     "beside",
     "checkpoint",
     "loop_clock",
+    "native_task",
     "new_cancel_scope",
     "on_asyncio",
     "plain_anyio",

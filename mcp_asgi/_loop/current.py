@@ -20,32 +20,28 @@ from mcp_asgi._loop import switch
 _asyncio_scope: type[anyio.CancelScope] | None = None
 
 
-if sys.version_info < (3, 12):  # `asyncio.current_task` is Python code: its two C calls here
-    _running_tasks: dict[asyncio.AbstractEventLoop, asyncio.Task[object]] = (
-        asyncio.tasks._current_tasks  # type: ignore[attr-defined]
-    )
+if sys.version_info >= (3, 12):  # C already, and its internals moved
 
-    def asyncio_task() -> asyncio.Task[object] | None:
-        """The running asyncio task, or None (on trio, also hosted on an asyncio loop; or
-        with the plain-anyio path forced)."""
-        if switch._plain:
-            return None
-        try:
-            return _running_tasks.get(asyncio.get_running_loop())
-        except RuntimeError:  # no asyncio loop is running in this thread
-            return None
-
-else:
-
-    def asyncio_task() -> asyncio.Task[object] | None:
-        """The running asyncio task, or None (on trio, also hosted on an asyncio loop; or
-        with the plain-anyio path forced)."""
-        if switch._plain:
-            return None
+    def _current_task() -> asyncio.Task[object] | None:
         try:
             return asyncio.current_task()
         except RuntimeError:  # no asyncio loop is running in this thread
             return None
+
+else:
+    # `asyncio.current_task()` is a Python function here, which raises without a loop;
+    # its two C halves: the running loop (None without one) and that loop's current task
+    _running_loop = asyncio.events._get_running_loop
+    _current_tasks: dict[object, asyncio.Task[object]] = asyncio.tasks._current_tasks  # type: ignore[attr-defined]
+
+    def _current_task() -> asyncio.Task[object] | None:
+        return _current_tasks.get(_running_loop())
+
+
+def asyncio_task() -> asyncio.Task[object] | None:
+    """The running asyncio task, or None (on trio, also hosted on an asyncio loop; or with
+    the plain-anyio path forced)."""
+    return None if switch._plain else _current_task()
 
 
 def on_asyncio() -> bool:

@@ -6,8 +6,10 @@ Knows nothing about methods or handlers; produces an immutable `IncomingMessage`
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable
+from typing import cast
 
-from starlette.types import Receive, Scope
+from starlette.types import Message, Receive, Scope
 
 from mcp_asgi import _loop
 from mcp_asgi.protocol.headers import header
@@ -35,7 +37,13 @@ async def read_body(
     declared = header(asgi_scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
-    body = await _loop.within(within, _read, receive, limit)
+    # On asyncio the first step of receive() is taken before the time limit is set: the
+    # whole body is there already for most requests, and then no limit is needed. Not
+    # elsewhere: a cancel scope that step entered would be left inside the limit's scope.
+    first = _loop.at_once(receive()) if _loop.native_task() is not None else receive()
+    if isinstance(first, dict) and not first.get("more_body", False):
+        return _whole(first, limit)
+    body = await _loop.within(within, _read, receive, limit, first)
     if isinstance(body, _loop.TimedOut):
         raise _too_slow(within)
     return body
@@ -50,11 +58,22 @@ def _too_slow(within: float) -> ProtocolError:
     )
 
 
-async def _read(receive: Receive, limit: int) -> bytes:
+def _whole(message: Message, limit: int) -> bytes:
+    """The body of a request that came in one message."""
+    if message["type"] == "http.disconnect":
+        raise ClientGone
+    body: bytes = message.get("body", b"")
+    if len(body) > limit:
+        raise _too_large(limit)
+    return body
+
+
+async def _read(receive: Receive, limit: int, first: Message | Awaitable[Message]) -> bytes:
+    """The body from `first` on (the first message, or the wait for it)."""
     chunks: list[bytes] = []
     size = 0
+    message = first if isinstance(first, dict) else await cast(Awaitable[Message], first)
     while True:
-        message = await receive()
         if message["type"] == "http.disconnect":
             raise ClientGone
         chunk = message.get("body", b"")
@@ -64,6 +83,7 @@ async def _read(receive: Receive, limit: int) -> bytes:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+        message = await receive()
 
 
 class ClientGone(Exception):

@@ -75,3 +75,47 @@ async def test_a_disconnect_before_the_end_is_client_gone() -> None:
     gate.set()
     with pytest.raises(ClientGone):
         await read_body(SCOPE, receive, 100, within=5.0)
+
+
+def late(body: bytes, after: float) -> Receive:
+    """A `receive` whose first (and only) message comes `after` seconds late."""
+
+    async def receive() -> Message:
+        await anyio.sleep(after)
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive
+
+
+async def test_a_body_that_arrives_late_but_in_time_is_read_whole() -> None:
+    assert await read_body(SCOPE, late(b"abcd", 0.02), 100, within=5.0) == b"abcd"
+
+
+async def test_a_first_message_that_never_comes_is_408() -> None:
+    # the read's first step waits: the rest of it is under the time limit
+    with pytest.raises(ProtocolError) as caught:
+        await read_body(SCOPE, late(b"abcd", 5.0), 100, within=0.05)
+    assert caught.value.http_status == 408
+
+
+async def test_a_body_there_at_once_over_the_limit_is_413() -> None:
+    _, receive = chunks(b"abcdef")
+    with pytest.raises(ProtocolError) as caught:
+        await read_body({"type": "http", "headers": []}, receive, 4, within=5.0)
+    assert caught.value.http_status == 413
+
+
+async def test_a_cancellation_while_waiting_for_the_first_message_reaches_receive() -> None:
+    cleaned = []
+
+    async def receive() -> Message:
+        try:
+            await anyio.sleep(5)
+        finally:
+            cleaned.append(True)
+        raise AssertionError("not reached")
+
+    with anyio.move_on_after(0.05) as outer:
+        await read_body(SCOPE, receive, 100, within=5.0)
+    assert outer.cancelled_caught
+    assert cleaned == [True]
