@@ -49,7 +49,7 @@ def within(
     task = native_task()
     if task is None:
         return _within_scope(seconds, fn, *args)
-    return Interruptible().run(task, task.get_loop().time() + seconds, fn, *args)
+    return Interruptible()._wait(task, task.get_loop().time() + seconds, fn, *args)
 
 
 @types.coroutine
@@ -151,7 +151,8 @@ class Interruptible(_Wait):
 
 class Waits(_Wait):
     """The waits of one task, one at a time, each ended early by a time or by `interrupt()`
-    (then `TIMED_OUT`): the task's own cancellation on a native task (`_Wait`, which it
+    (then `TIMED_OUT`; or, for a task already about to resume when interrupted, with what
+    it waited for): the task's own cancellation on a native task (`_Wait`, which it
     is), an anyio cancel scope elsewhere. A cancellation that is not its own passes through
     either way. (A request's watcher is one: `lifecycle.watcher.Watcher` subclasses it, so
     a watched request has one object for all of this.)"""
@@ -170,11 +171,30 @@ class Waits(_Wait):
         return self._interrupted
 
     def interrupt(self) -> None:
-        """End the current wait, and every later one at once. Idempotent."""
+        """End the current wait, and every later one at once. Idempotent.
+
+        A task already about to resume (what it waits for is done: a server wakes a
+        pending `receive()` once the reply is complete) is not cancelled now: its wait may
+        end by itself, with what it waited for; if it is still waiting on the next turn of
+        the loop, it is ended then. (As anyio's delivery of a cancellation does; a
+        cancellation thrown through the awaited code costs several times the turn.)"""
         self._interrupted = True
-        self._end_wait()
+        task = self._task
+        if task is not None:
+            self._end_wait_of(task)
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
+
+    def _end_wait_of(self, task: asyncio.Task[object]) -> None:
+        """End `task`'s wait if it is still in it: now, or on the next turn if the task is
+        about to resume (then again, until it has)."""
+        if self._task is not task or self._ended:
+            return
+        waiter = getattr(task, "_fut_waiter", None)  # what the task awaits (asyncio's)
+        if waiter is not None and waiter.done():
+            _deadlines(task.get_loop()).end_later(self, task)
+        else:
+            self._end_wait()
 
     def run(
         self, until: float, fn: Callable[..., Awaitable[T]], *args: object
@@ -203,14 +223,18 @@ async def _timed_out() -> TimedOut:
 
 
 class _Deadlines:
-    """The time limits of one event loop's `Interruptible` waits, kept by one loop timer
+    """The time limits of one event loop's waits (`Interruptible`, `Waits`), kept by one loop timer
     set for the earliest of them: when it fires, it interrupts every wait whose time has
     come and is set again for the earliest left. A wait interrupted this way is ended as by
     a timer of its own at its time (never before it)."""
 
-    __slots__ = ("__weakref__", "_at", "_timer", "_waits")
+    __slots__ = ("__weakref__", "_at", "_later", "_timer", "_waits")
 
     def __init__(self) -> None:
+        # the waits `Waits.interrupt` ends on the next turn if still in them, each with its
+        # task: one callback of the loop's for all those of a turn (`loop.call_soon` is
+        # Python code: dearer, per request, than the rest of the stop)
+        self._later: list[tuple[Waits, asyncio.Task[object]]] | None = None
         self._waits: dict[_Wait, float] = {}  # each running wait, until when
         # the pending timer, weakly: it holds its loop, which must stay free to go
         self._timer: weakref.ref[asyncio.TimerHandle] | None = None
@@ -226,6 +250,26 @@ class _Deadlines:
         """`wait` is over: its time limit no longer counts (the timer may then fire for
         nothing, and is set again for the next)."""
         self._waits.pop(wait, None)
+
+    def end_later(self, wait: Waits, task: asyncio.Task[object]) -> None:
+        """On the loop's next turn, end `task`'s wait in `wait` if it is still in it."""
+        later = self._later
+        if later is None:
+            later = self._later = []
+            task.get_loop().call_soon(self._end_later)
+        later.append((wait, task))
+
+    def _end_later(self) -> None:
+        """The next turn after `end_later`: end the waits still waited in (a task woken
+        after this callback was scheduled has not resumed yet: on the turn after)."""
+        later, self._later = self._later, None
+        for wait, task in later or ():  # `wait._end_wait_of(task)`, inline (most: returned)
+            if wait._task is task and not wait._ended:
+                waiter = getattr(task, "_fut_waiter", None)
+                if waiter is not None and waiter.done():
+                    self.end_later(wait, task)
+                else:
+                    wait._end_wait()
 
     def _set(self, loop: asyncio.AbstractEventLoop, at: float) -> None:
         pending = self._timer() if self._timer is not None else None

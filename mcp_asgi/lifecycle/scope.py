@@ -342,10 +342,12 @@ class RequestScope:
             self._over = LazyEvent()
         await self._over.wait()
 
-    async def run_sync(self, fn: Callable[[], T]) -> T:
-        """Run `fn` in a worker thread. On cancel the request moves on at once: the thread
-        is abandoned (told through `token`) and counted as running work until it returns."""
-        return await self._work.run_sync(fn)
+    def run_sync(self, fn: Callable[..., T], kwargs: dict[str, Any] | None = None) -> Awaitable[T]:
+        """`await scope.run_sync(fn)`: run `fn(**kwargs)` in a worker thread. On cancel the
+        request moves on at once: the thread is abandoned (told through `token`) and
+        counted as running work until it returns. A plain function returning the
+        awaitable: call it only to await it at once."""
+        return self._work.run_sync(fn, kwargs)
 
     # -- lifecycle: the runner's steps -------------------------------------------------
 

@@ -10,8 +10,8 @@ are closed when it exits.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -130,14 +130,25 @@ class RunningWork:
             await within(grace, self._idle.wait)
         return not self.running
 
-    async def run_sync(self, fn: Callable[[], T]) -> T:
-        """Run `fn` in a worker thread, counted until it returns. On cancel the caller moves
-        on at once: the thread is abandoned (`fn` learns it through the request's token)."""
+    def run_sync(self, fn: Callable[..., T], kwargs: dict[str, Any] | None = None) -> Awaitable[T]:
+        """`await work.run_sync(fn)`: run `fn(**kwargs)` in a worker thread, counted until
+        it returns.
+        On cancel the caller moves on at once: the thread is abandoned (`fn` learns it
+        through the request's token). A plain function returning the awaitable (no
+        coroutine of its own on every call): call it only to await it at once."""
         slots = self._threads
         if slots is not None and not slots.take():
-            await slots.wait_in_line()
+            return self._run_in_line(fn, kwargs, slots)
         self.running += 1
-        return await run_in_thread(fn, self._thread_over, bounded=slots is not None)
+        return run_in_thread(fn, self._thread_over, bounded=slots is not None, kwargs=kwargs)
+
+    async def _run_in_line(
+        self, fn: Callable[..., T], kwargs: dict[str, Any] | None, slots: ThreadSlots
+    ) -> T:
+        """`run_sync` once every thread is taken: wait for a slot first."""
+        await slots.wait_in_line()
+        self.running += 1
+        return await run_in_thread(fn, self._thread_over, bounded=True, kwargs=kwargs)
 
     def _thread_over(self, on_loop: bool) -> None:
         """A thread returned, or never started (`on_loop=False`: from the thread, its event

@@ -7,7 +7,6 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Final
 
 import pydantic
@@ -51,7 +50,9 @@ def invoke(
         return sig.dependencies.call(fn, kwargs, ctx, is_async=sig.is_async)
     if sig.is_async:
         return fn(**kwargs)  # type: ignore[no-any-return]
-    return ctx.run_sync(partial(fn, **kwargs))
+    # the request scope's `run_sync`, as `ctx.run_sync` calls it, with the arguments handed
+    # to the thread: no coroutine of Context's, no `partial`, alive while the thread runs
+    return ctx._request_scope.run_sync(fn, kwargs)
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,6 +76,27 @@ async def test_a_disconnect_and_a_stop(fake_clock: MockClock) -> None:
     assert await watcher.until_deadline() is WatchEnd.STOPPED
 
 
+async def test_messages_other_than_a_disconnect_are_read_past(fake_clock: MockClock) -> None:
+    """Whatever `receive()` gives before the disconnect is read and dropped; the
+    disconnect, after them, is CLIENT_GONE, and no keep-alive came in between."""
+    conn = Connection()
+    extra: list[Message] = [{"type": "http.request", "body": b"", "more_body": False}] * 3
+
+    async def receive() -> Message:
+        if extra:
+            return extra.pop()
+        return await conn.receive()
+
+    watcher = Watcher(
+        deadline=anyio.current_time() + 100, keepalive=conn.keepalive, keepalive_interval=3
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_later, 1, conn.gone.set)
+        assert await watcher.watch(receive) is WatchEnd.CLIENT_GONE
+    assert extra == []
+    assert conn.keepalives == []
+
+
 async def _later(seconds: float, fn: object) -> None:
     await anyio.sleep(seconds)
     assert callable(fn)

@@ -17,7 +17,7 @@ import anyio.lowlevel
 import pytest
 
 from mcp_asgi._loop.current import native_task
-from mcp_asgi._loop.interrupt import TIMED_OUT, Interruptible, within
+from mcp_asgi._loop.interrupt import TIMED_OUT, Interruptible, Waits, within
 
 pytestmark = [pytest.mark.anyio, pytest.mark.fast_paths]
 
@@ -85,6 +85,47 @@ async def test_a_cancellation_from_outside_passes_through_also_with_an_interrupt
     with pytest.raises(asyncio.CancelledError):
         await waits.run(current, math.inf, anyio.sleep, 10)
     assert cast(Any, current).uncancel() == 0  # exactly the outside one was left
+
+
+async def test_stopping_waits_whose_task_is_about_to_resume_lets_the_wait_end() -> None:
+    """`Waits.interrupt()` when what the task awaits is already done (a server that wakes
+    a pending `receive()` as the reply ends): the wait ends with what it waited for, no
+    cancellation is thrown or left behind, and later waits end at once."""
+    waits = Waits()
+    loop = asyncio.get_running_loop()
+    came: asyncio.Future[str] = loop.create_future()
+
+    def reply_then_stop() -> None:
+        came.set_result("disconnect")
+        waits.interrupt()
+
+    loop.call_soon(reply_then_stop)
+    assert await waits.run(math.inf, lambda: came) == "disconnect"
+    assert cancelling() == 0
+    await anyio.sleep(0.01)  # and nothing is pending
+    assert cancelling() == 0
+    assert await waits.run(math.inf, answer) is TIMED_OUT
+
+
+async def test_a_task_about_to_resume_that_waits_again_is_stopped_on_a_later_turn() -> None:
+    """If the task, resumed, waits again inside the same wait, that wait is ended then."""
+    waits = Waits()
+    loop = asyncio.get_running_loop()
+    woken: asyncio.Future[None] = loop.create_future()
+
+    async def again() -> str:
+        await woken
+        await anyio.sleep(10)
+        return "slept"
+
+    def wake_then_stop() -> None:
+        woken.set_result(None)
+        waits.interrupt()
+
+    loop.call_soon(wake_then_stop)
+    with anyio.fail_after(5):
+        assert await waits.run(math.inf, again) is TIMED_OUT
+    assert cancelling() == 0
 
 
 async def test_within_without_a_limit_just_awaits() -> None:

@@ -3,8 +3,10 @@ anyio's own worker threads see, a cancel abandons the call, results come back in
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import threading
+from collections.abc import Callable
 
 import anyio
 import anyio.from_thread
@@ -94,6 +96,16 @@ async def test_a_call_cancelled_before_it_starts_never_runs() -> None:
     assert scope.cancelled_caught
     await anyio.sleep(0.05)
     assert ran == []
+
+
+async def test_keyword_arguments_are_handed_to_the_function() -> None:
+    """`kwargs` are `fn`'s, in the pool (bounded, on asyncio) and in anyio's threads."""
+
+    def pair(*, a: int, b: str) -> tuple[int, str]:
+        return a, b
+
+    assert await run_in_thread(pair, bounded=True, kwargs={"a": 1, "b": "x"}) == (1, "x")
+    assert await run_in_thread(pair, kwargs={"a": 2, "b": "y"}) == (2, "y")
 
 
 async def test_the_end_of_each_call_is_reported_once() -> None:
@@ -199,3 +211,99 @@ async def test_idle_threads_end(monkeypatch: pytest.MonkeyPatch) -> None:
         await anyio.to_thread.run_sync(thread.join, 5)
         assert not thread.is_alive()
     assert await run_in_thread(this, bounded=True) not in used
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # trio runs them in its system nursery
+async def test_a_cancel_reaches_the_tasks_the_thread_runs_on_the_loop() -> None:
+    """While the caller waits, the thread's `from_thread.run` tasks are in a scope inside
+    the caller's, as with anyio's own threads on asyncio: cancelling the caller cancels
+    them (the thread's call raises)."""
+    running, finished = threading.Event(), threading.Event()
+    outcome: list[str] = []
+
+    async def forever() -> None:
+        running.set()
+        await anyio.sleep_forever()
+
+    def work() -> None:
+        try:
+            anyio.from_thread.run(forever)
+            outcome.append("returned")
+        except BaseException as exc:  # the loop's cancellation, as a thread sees it
+            outcome.append(type(exc).__name__)
+        finished.set()
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_bounded, work)
+            await anyio.to_thread.run_sync(running.wait)
+            tg.cancel_scope.cancel()
+        await anyio.to_thread.run_sync(finished.wait, 5)
+    assert outcome == ["CancelledError"]
+
+
+async def test_the_next_call_is_cancelled_by_its_own_caller_only() -> None:
+    """A call that returned leaves nothing of its caller's behind (the pool reuses the
+    thread's scope): the next call, under another caller, sees that caller's cancel, and
+    a third, in a cancel scope not cancelled, sees none."""
+
+    def cancelled() -> bool:
+        try:
+            anyio.from_thread.check_cancelled()
+        except BaseException:
+            return True
+        return False
+
+    seen: list[bool] = []
+    with anyio.CancelScope() as first:
+        seen.append(await run_in_thread(cancelled, bounded=True))
+    started, release = threading.Event(), threading.Event()
+
+    def waits() -> None:
+        started.set()
+        release.wait(5)
+        seen.append(cancelled())
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_bounded, waits)
+            await anyio.to_thread.run_sync(started.wait)
+            tg.cancel_scope.cancel()
+        release.set()
+        await eventually(lambda: len(seen) == 2, what="the second thread's look")
+    first.cancel()  # the first caller's scope, cancelled after its call
+    with anyio.CancelScope():
+        seen.append(await run_in_thread(cancelled, bounded=True))
+    assert seen == [False, True, False]
+
+
+@pytest.mark.fast_paths  # the pool itself
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_task_in_no_anyio_scope_gets_a_scope_for_its_thread() -> None:
+    """A plain asyncio task (no anyio cancel scope entered): its thread still reaches the
+    loop with `from_thread.run`, and `check_cancelled` finds nothing cancelled, also with
+    a scope reused from a call whose caller was cancelled since."""
+
+    async def on_loop() -> str:
+        return "ran on the loop"
+
+    def work() -> tuple[str, bool]:
+        try:
+            anyio.from_thread.check_cancelled()
+        except BaseException:
+            return "", True
+        return anyio.from_thread.run(on_loop), False
+
+    with anyio.CancelScope() as earlier:
+        assert await run_in_thread(work, bounded=True) == ("ran on the loop", False)
+    earlier.cancel()
+
+    async def plain() -> tuple[str, bool]:
+        return await run_in_thread(work, bounded=True)
+
+    loop = asyncio.get_running_loop()
+    assert await loop.create_task(plain()) == ("ran on the loop", False)
+
+
+async def _bounded(fn: Callable[[], object]) -> None:
+    await run_in_thread(fn, bounded=True)
