@@ -428,15 +428,20 @@ async def test_parent_from_meta_with_link_to_http_span(otel: Otel) -> None:
     }
 
 
-async def test_without_sdk_meta_context_still_reaches_the_handler() -> None:
-    """With no-op providers nothing is recorded, yet the handler runs in the `_meta` context."""
-    app = McpMiddleware(
+def without_sdk() -> McpMiddleware:
+    """The outcomes server with no-op providers (no SDK), answering in JSON."""
+    return McpMiddleware(
         host_app(),
         server=outcomes_server(Probe()),
         settings=McpSettings(response_mode="json"),
         tracer_provider=trace.NoOpTracerProvider(),
         meter_provider=metrics.NoOpMeterProvider(),
     )
+
+
+async def test_without_sdk_meta_context_still_reaches_the_handler() -> None:
+    """With no-op providers nothing is recorded, yet the handler runs in the `_meta` context."""
+    app = without_sdk()
     meta = {"traceparent": f"00-{TRACE_ID:032x}-{PARENT_ID:016x}-01", "baggage": "tenant=acme"}
     response = await call(app, "tools/call", {"name": "whoami", "arguments": {}}, meta=meta)
     seen = response.result["structuredContent"]
@@ -477,13 +482,7 @@ class _RenamedTraceContext(TextMapPropagator):
 async def test_without_sdk_a_configured_propagator_reads_its_own_meta_keys() -> None:
     """With no-op providers, the global propagator's own fields are read from `_meta`
     (not the default `traceparent`): its context reaches the handler."""
-    app = McpMiddleware(
-        host_app(),
-        server=outcomes_server(Probe()),
-        settings=McpSettings(response_mode="json"),
-        tracer_provider=trace.NoOpTracerProvider(),
-        meter_provider=metrics.NoOpMeterProvider(),
-    )
+    app = without_sdk()
     parent = f"00-{TRACE_ID:032x}-{PARENT_ID:016x}-01"
     whoami = {"name": "whoami", "arguments": {}}
     default = propagate.get_global_textmap()
