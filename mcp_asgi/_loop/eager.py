@@ -39,30 +39,43 @@ class Begun(Generic[T]):
 def at_once(awaitable: Awaitable[T]) -> T | Begun[T]:
     """Take `awaitable`'s first step now: its value if it ended there, else a `Begun` to
     await (in the same task). Its exceptions are raised here or from the `Begun`."""
-    steps: Any = awaitable if isinstance(awaitable, types.CoroutineType) else awaitable.__await__()
+    if isinstance(awaitable, types.CoroutineType):  # most: `async def` (send, no __next__)
+        try:
+            pending = awaitable.send(None)
+        except StopIteration as ended:
+            value: T = ended.value
+            return value
+        return Begun(awaitable.__await__(), pending)  # its iterator: __next__ as well
+    steps = awaitable.__await__()  # any iterator: a generator, or a bare one (Granian's)
     try:
-        pending = steps.send(None)
+        pending = next(steps)
     except StopIteration as ended:
-        value: T = ended.value
+        value = ended.value
         return value
     return Begun(steps, pending)
 
 
 def _go_on(steps: Any, pending: Any) -> Generator[Any, Any, Any]:
-    """`yield from steps`, entered after its first step yielded `pending`."""
+    """`yield from steps`, entered after its first step yielded `pending`: None is sent as
+    `next()`, and an iterator without `throw` or `close` gets none (as `yield from` does)."""
     while True:
         try:
             sent = yield pending
         except GeneratorExit:
-            steps.close()
+            close = getattr(steps, "close", None)
+            if close is not None:
+                close()
             raise
         except BaseException as thrown:  # a cancellation, most likely: theirs to handle
+            throw = getattr(steps, "throw", None)
+            if throw is None:
+                raise
             try:
-                pending = steps.throw(thrown)
+                pending = throw(thrown)
             except StopIteration as ended:
                 return ended.value
         else:
             try:
-                pending = steps.send(sent)
+                pending = next(steps) if sent is None else steps.send(sent)
             except StopIteration as ended:
                 return ended.value

@@ -7,8 +7,8 @@ enters a cancel scope would leave it outside scopes entered later: trio refuses 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator
-from typing import Any
+from collections.abc import Awaitable, Generator
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -90,3 +90,50 @@ async def test_closing_what_awaits_it_closes_it_with_its_clean_up() -> None:
     outer.send(None)  # it waits, in the begun sleep
     outer.close()  # as when a coroutine is dropped unfinished
     assert log == ["first step", "cleaned up"]
+
+
+class BareAwaitable:
+    """An awaitable whose `__await__` is a bare iterator (`__next__` only, no `send`,
+    `throw` or `close`), as Granian's `receive()` gives: it waits on `future` once."""
+
+    def __init__(self, future: asyncio.Future[str]) -> None:
+        self._future = future
+        self._yielded = False
+
+    def __await__(self) -> BareAwaitable:
+        return self
+
+    def __iter__(self) -> BareAwaitable:
+        return self
+
+    def __next__(self) -> asyncio.Future[str]:
+        if not self._future.done() and not self._yielded:
+            self._yielded = True
+            self._future._asyncio_future_blocking = True  # as a future's own __await__ does
+            return self._future
+        raise StopIteration(self._future.result())
+
+
+def bare(future: asyncio.Future[str]) -> Awaitable[str]:
+    return cast(Awaitable[str], BareAwaitable(future))
+
+
+async def test_a_bare_iterator_ends_at_once_or_goes_on() -> None:
+    done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    done.set_result("ready")
+    assert at_once(bare(done)) == "ready"
+
+    later: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    begun = at_once(bare(later))
+    assert isinstance(begun, Begun)
+    asyncio.get_running_loop().call_later(0.005, later.set_result, "later")
+    assert await begun == "later"
+
+
+async def test_a_cancellation_passes_a_bare_iterator_by() -> None:
+    never: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    begun = at_once(bare(never))
+    assert isinstance(begun, Begun)
+    with anyio.move_on_after(0.005) as scope:
+        await begun
+    assert scope.cancelled_caught

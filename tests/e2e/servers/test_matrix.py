@@ -32,6 +32,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from mcp_asgi.testing import McpStream, McpTestClient
 
+from ...limits.apps import raw_post, read_all, status_of
 from ...servers import MODERN
 from .h2client import H2Client, H2Stream
 from .stacks import STACKS, ServerProcess
@@ -186,6 +187,25 @@ async def test_the_official_sdk_client_and_the_host_routes_work(
     request = await until(served, event="request", key=key)
     assert request["http_version"] == ("2" if served.stack.http2 else "1.1")
     await check_host_routes(served, tls)
+
+
+@pytest.mark.parametrize("served", HTTP1, indirect=True)
+async def test_a_body_sent_after_its_headers_is_read(served: ServerProcess) -> None:
+    """A POST whose body comes 0.3 s after its headers (the server's `receive()` must wait
+    for it: on Granian a bare awaitable, not a coroutine) is answered like any other."""
+    client = McpTestClient(served.url + "/mcp")
+    wire = raw_post(
+        client, client.build("tools/call", {"name": "echo", "arguments": {"text": "late"}})
+    )
+    head, body = wire.split(b"\r\n\r\n", 1)
+    sock = await anyio.connect_tcp(client.host, client.port)
+    async with sock:
+        await sock.send(head + b"\r\n\r\n")
+        await anyio.sleep(0.3)
+        await sock.send(body)
+        raw = await read_all(sock)
+    assert status_of(raw) == 200, raw[:300]
+    assert b'"late"' in raw
 
 
 # -- HTTP/1.1: closing the connection ------------------------------------------------------
