@@ -2,7 +2,9 @@
 off, none of this runs): what its RSS is made of, to tell Python objects that grow from
 memory the allocator holds after they are freed.
 
-- GET /soak/diag: `sys.getallocatedblocks()` (pymalloc's live blocks), the objects the
+- GET /soak/diag: `sys.getallocatedblocks()` (pymalloc's live blocks) and the totals of
+  `sys._debugmallocstats()` (its arenas, and the bytes used and free in them), the
+  resident KB of the heap, the other anonymous mappings and the files, the objects the
   collector tracks and the types whose count grew most since the first call, glibc's
   `mallinfo2()` (`arena`: bytes of the main heap got with brk; `hblkhd`: bytes in mmapped
   chunks; `uordblks`: bytes in use; `fordblks`: bytes free but kept), and, with
@@ -22,6 +24,7 @@ import gc
 import json
 import os
 import sys
+import tempfile
 import tracemalloc
 import types
 from collections import Counter
@@ -77,6 +80,48 @@ def mallinfo() -> dict[str, int] | None:
     return {field[0]: int(getattr(info, field[0])) for field in _Mallinfo2._fields_}
 
 
+def pymalloc() -> dict[str, int]:
+    """sys._debugmallocstats()'s totals (it writes them to fd 2): pymalloc's arenas (1 MiB
+    each, mmapped) and the bytes in their blocks, used and free, and in their unused
+    pools."""
+    with tempfile.TemporaryFile("w+") as out:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            os.dup2(out.fileno(), 2)
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        text = out.read()
+    totals = {}
+    for line in text.splitlines():
+        if line.startswith("# ") and "=" in line:
+            name, value = line[2:].split("=")
+            totals[name.strip().replace(" ", "_")] = int(value.strip().replace(",", ""))
+        elif "unused pools" in line:
+            totals["unused_pool_bytes"] = int(line.split("=")[1].strip().replace(",", ""))
+    return totals
+
+
+def maps() -> dict[str, int]:
+    """The resident KB of this process's mappings (/proc/self/smaps): the brk heap (glibc's
+    main arena), other anonymous mappings (pymalloc's arenas, glibc's mmapped chunks,
+    stacks) and files (the interpreter, the extension modules)."""
+    kb = {"heap_kb": 0, "anon_kb": 0, "file_kb": 0}
+    kind = "anon_kb"
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            first = line.split(maxsplit=6)
+            if "-" in first[0] and len(first) >= 5 and ":" not in first[0]:
+                name = first[5].strip() if len(first) > 5 else ""
+                kind = "heap_kb" if name == "[heap]" else "file_kb" if "/" in name else "anon_kb"
+            elif first[0] == "Rss:":
+                kb[kind] += int(first[1])
+    return kb
+
+
 def _types() -> Counter[str]:
     return Counter(type(o).__qualname__ for o in gc.get_objects())
 
@@ -98,6 +143,8 @@ def figures(collect: bool = False) -> dict[str, Any]:
         "gc_counts": gc.get_count(),
         "growers": dict(grown.most_common(12)),
         "mallinfo": mallinfo(),
+        "pymalloc": pymalloc(),
+        "maps": maps(),
     }
     if tracemalloc.is_tracing():
         out["traced"] = list(tracemalloc.get_traced_memory())

@@ -1,7 +1,8 @@
 """What the soak measures of its replica, every few seconds: RSS, open file descriptors and
 threads (from /proc/<pid>), asyncio tasks (the app's test-only route) and Redis keys
 (DBSIZE), with how many requests the load had sent by then; with SOAK_DIAG=1, the
-replica's memory diagnostics too (tests/soak/diag.py)."""
+replica's memory diagnostics too (tests/soak/diag.py), and with SOAK_MALLOC_TRIM=1 as
+well, `malloc_trim(0)` in the replica before each sample."""
 
 from __future__ import annotations
 
@@ -52,6 +53,8 @@ def take(pid: int, url: str, redis_url: str, started: float, requests: int) -> S
     tasks = httpx.get(url + TASKS_PATH, timeout=10).json()["tasks"]
     with redis.Redis.from_url(redis_url, socket_timeout=5) as client:
         keys = int(client.dbsize())
+    if diag.ENABLED and os.environ.get("SOAK_MALLOC_TRIM", "") not in ("", "0"):
+        httpx.get(url + diag.PREFIX + "/trim", timeout=30)  # an experiment: is it free memory?
     figures = httpx.get(url + diag.PREFIX, timeout=30).json() if diag.ENABLED else None
     return Sample(
         t=round(time.monotonic() - started, 2),

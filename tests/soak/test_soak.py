@@ -159,13 +159,19 @@ async def _baseline_after_warmup(url: str) -> None:
 def _diag_line(figures: dict[str, Any]) -> str:
     """One sample's diagnostics on a line: pymalloc blocks, tracked objects, traced KB, and
     mallinfo2's heap, in-use and free KB."""
-    info = figures.get("mallinfo") or {}
+    info, py = figures.get("mallinfo") or {}, figures.get("pymalloc", {})
+    maps = figures.get("maps", {})
     traced = figures.get("traced", [0, 0])[0]
     return (
         f"blocks {figures['blocks']} objects {figures['gc_objects']} traced_kb {traced // 1024}"
-        f" arena_kb {info.get('arena', 0) // 1024} mmap_kb {info.get('hblkhd', 0) // 1024}"
+        f" | glibc arena_kb {info.get('arena', 0) // 1024} mmap_kb {info.get('hblkhd', 0) // 1024}"
         f" used_kb {info.get('uordblks', 0) // 1024} free_kb {info.get('fordblks', 0) // 1024}"
-        f" growers {figures['growers']}"
+        f" | pymalloc arenas {py.get('arenas_allocated_current')}"
+        f" used_kb {py.get('bytes_in_allocated_blocks', 0) // 1024}"
+        f" free_kb {py.get('bytes_in_available_blocks', 0) // 1024}"
+        f" | rss heap_kb {maps.get('heap_kb')} anon_kb {maps.get('anon_kb')}"
+        f" file_kb {maps.get('file_kb')}"
+        f" | growers {figures['growers']}"
     )
 
 
