@@ -157,7 +157,7 @@ def top(n: int) -> dict[str, Any]:
     if not tracemalloc.is_tracing():
         return {"error": "SOAK_TRACEMALLOC is not set"}
     snapshot = tracemalloc.take_snapshot().filter_traces(
-        [tracemalloc.Filter(False, tracemalloc.__file__)]
+        [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, __file__)]
     )
     if _baseline is None:
         _baseline = snapshot

@@ -106,8 +106,6 @@ async def test_soak(replica: Worker, redis_server: RedisServer) -> None:
                         listeners.start_soon(listener, url, tally, stop)
                 await anyio.sleep(SECONDS)
                 listeners.cancel_scope.cancel()
-            if diag.ENABLED:
-                diagnosis["grown"] = await _diag(replica.url, "/top?n=40")
             stop.set()
     growth = judge(samples, WARMUP)
     fds_band = next(g.band for g in growth if g.resource == "fds")
@@ -115,6 +113,7 @@ async def test_soak(replica: Worker, redis_server: RedisServer) -> None:
     if diag.ENABLED:
         diagnosis["idle"] = await _diag(replica.url, "")
         diagnosis["idle_collected"] = await _diag(replica.url, "?collect=1")
+        diagnosis["grown"] = await _diag(replica.url, "/top?n=60")
         diagnosis["trim"] = await _diag(replica.url, "/trim")
     outcomes = Counter(o for c in tally.calls for o in c.outcomes) + counts.outcomes
     report = _report(samples, growth, outcomes, tally, before, after)
