@@ -47,12 +47,14 @@ def _slope(xs: list[float], ys: list[float]) -> float:
 def diag_growth(report: dict[str, Any]) -> list[dict[str, Any]]:
     """For a SOAK_DIAG=1 report, each DIAG series in MB, and its slopes after the warm-up
     (per minute, per 10k requests), like the judged resources' (none when not made so)."""
-    samples = [s for s in report["samples"] if s.get("diag")]
-    if len(samples) < 3:
-        return []
     out = []
     for name, (_, (group, field)) in DIAG.items():
+        samples = [s for s in report["samples"] if (s.get("diag") or {}).get(group)]
+        if not any(s["t"] < report["warmup_s"] for s in samples) or len(samples) < 3:
+            continue  # not made with SOAK_DIAG=1, or by a version without this figure
         ys = [s["diag"][group][field] / 2**20 for s in samples]
+        if not any(ys):
+            continue  # another malloc than glibc's (SOAK_LD_PRELOAD): mallinfo2 is all 0
         paired = list(zip(samples, ys, strict=True))
         after = [(s["t"], s["requests"], y) for s, y in paired if s["t"] >= report["warmup_s"]]
         per_second = _slope([a[0] for a in after], [a[2] for a in after])
