@@ -27,10 +27,7 @@ TITLES = {
 }
 
 DIAG = {
-    "pymalloc_used_mb": (
-        "Python objects in pymalloc (MB)",
-        ("pymalloc", "bytes_in_allocated_blocks"),
-    ),
+    "pymalloc_used_mb": ("pymalloc in use (MB)", ("pymalloc", "bytes_in_allocated_blocks")),
     "glibc_used_mb": ("glibc heap in use (MB)", ("mallinfo", "uordblks")),
     "glibc_free_mb": ("glibc heap free but kept (MB)", ("mallinfo", "fordblks")),
 }
