@@ -108,6 +108,10 @@ class LegacySession:
         self.fresh = True
         """No request and no GET stream since `initialize` (see `SessionStore.prove`)."""
         self.closed = anyio.Event()
+        self.record_touched = -math.inf
+        """When this replica last wrote or refreshed the session's record in a shared store
+        (anyio time; `legacy.shared`): kept here, it goes with the session, however the
+        session ends (a table of ids beside it would outlive the sessions that expire)."""
         self._bounds = bounds
         self._clock = clock
         self._last_used = clock()

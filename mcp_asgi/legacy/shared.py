@@ -30,7 +30,6 @@ control channel is listened to again as soon as the store answers.
 from __future__ import annotations
 
 import json
-import math
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -53,7 +52,6 @@ class SharedSessions:
     def __init__(self, store: StateStore, sessions: SessionStore) -> None:
         self._store = store
         self._sessions = sessions
-        self._touched: dict[str, float] = {}
         self._me = secrets.token_hex(8)  # this replica, in what it publishes
 
     @property
@@ -73,7 +71,7 @@ class SharedSessions:
         }
         with _unless_unreachable("a new session is served by this replica only"):
             await self._store.set(_key(session.id), json.dumps(record).encode(), ttl=self._ttl)
-        self._touched_now(session)
+        session.record_touched = anyio.current_time()
 
     async def touch(self, session: LegacySession) -> None:
         """The session is in use: refresh its record's time to live (at most every quarter
@@ -81,19 +79,13 @@ class SharedSessions:
         if not self.active:
             return
         now = anyio.current_time()
-        if now - self._touched.get(session.id, -math.inf) < self._ttl / 4:
+        if now - session.record_touched < self._ttl / 4:
             return
-        self._touched_now(session)
+        session.record_touched = now
         with _unless_unreachable("a session record is not refreshed"):
             data = await self._store.get(_key(session.id))
             if data is not None:
                 await self._store.set(_key(session.id), data, ttl=self._ttl)
-
-    def _touched_now(self, session: LegacySession) -> None:
-        touched = self._touched
-        touched[session.id] = anyio.current_time()
-        if len(touched) > 2 * self._sessions.max_sessions:  # forget the sessions gone here
-            self._touched = {key: at for key, at in touched.items() if key in self._sessions}
 
     async def adopt(self, session_id: str, principal: str | None) -> LegacySession | None:
         """A session another replica opened, from its record; None when there is none."""
@@ -135,7 +127,6 @@ class SharedSessions:
 
     async def close(self, session: LegacySession) -> None:
         """End the session everywhere: its record goes, every replica ends it."""
-        self._touched.pop(session.id, None)
         if self.active:
             with _unless_unreachable("a session ends on this replica only"):
                 await self._store.delete(_key(session.id))

@@ -155,7 +155,10 @@ def load(body: bytes, max_values: int) -> Any:
         and json_values(body, max_values) > max_values
     ):
         raise TooManyValues(f"more than {max_values} values")
-    data = from_json(body, allow_inf_nan=False)
+    # keys only in pydantic-core's string cache (16,384 strings, process-wide): values are
+    # ids, tokens, task ids and arguments, new with each request, which would fill it, a
+    # string at a time, over hours of traffic (issue 28's soak); keys repeat
+    data = from_json(body, allow_inf_nan=False, cache_strings="keys")
     if (
         b"0e" in shape or (len(shape) >= _DOUBLE_DIGITS and _LONGEST_DOUBLE in shape)
     ) and not _finite(data):

@@ -6,6 +6,7 @@ before 2.18.4 (pydantic < 2.7.3, hence the floor) read an escape's UTF-8 bytes a
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -37,3 +38,20 @@ async def test_a_tool_gets_the_texts_as_sent_and_returns_them_unchanged() -> Non
     )
     assert received == [TEXTS]  # json.dumps escaped them
     assert wire.result["structuredContent"] == {"result": TEXTS}
+
+
+def test_a_parsed_value_is_held_by_the_message_alone() -> None:
+    """A string value (an id, a token, an argument) is not kept by the parser once the
+    message is gone: pydantic-core's from_json caches strings of up to 64 bytes by
+    default, process-wide, and every new id would take a place in that cache (issue 28:
+    the soak's slow rise). Keys may be cached: a client sends the same few."""
+    body = b'{"jsonrpc":"2.0","id":"a-unique-id-5f1d","params":{"a-key":"a-unique-value-9c2e"}}'
+    first, second = load(body, max_values=100), load(body, max_values=100)
+    assert first["id"] == second["id"]
+    assert first["id"] is not second["id"]
+    value = first["params"]["a-key"]
+    assert value is not second["params"]["a-key"]
+    del second
+    control = "".join(["a-unique-", "value-9c2e"])  # held the same way: a name, a dict
+    held = {"a-key": control}
+    assert sys.getrefcount(value) == sys.getrefcount(control), held

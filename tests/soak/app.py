@@ -1,6 +1,7 @@
 """The app the soak's replica runs (`uvicorn tests.soak.app:app`): the fleet's app
 (tests/fleet/app.py: its tools, bus and store from MCP_*), plus one test-only route,
-GET /soak/tasks, answering how many asyncio tasks the replica's loop holds."""
+GET /soak/tasks, answering how many asyncio tasks the replica's loop holds, and with
+SOAK_DIAG=1 the memory diagnostics of tests/soak/diag.py under /soak/diag."""
 
 from __future__ import annotations
 
@@ -10,12 +11,17 @@ import json
 from starlette.types import Receive, Scope, Send
 
 from ..fleet.app import app as fleet_app
+from . import diag
 
 TASKS_PATH = "/soak/tasks"
 
 
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
-    """GET /soak/tasks: `{"tasks": len(asyncio.all_tasks())}`; anything else: the fleet app."""
+    """GET /soak/tasks: `{"tasks": len(asyncio.all_tasks())}`; /soak/diag...: diag.route;
+    anything else: the fleet app."""
+    if scope["type"] == "http" and scope["path"].startswith(diag.PREFIX):
+        await diag.route(scope, receive, send)
+        return
     if scope["type"] != "http" or scope["path"] != TASKS_PATH:
         await fleet_app(scope, receive, send)
         return

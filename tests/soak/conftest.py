@@ -3,6 +3,7 @@ for its bus and store (tasks, 2025-era sessions, resumable streams)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,8 +33,11 @@ SETTINGS = {
 
 @pytest.fixture
 def replica(redis_server: RedisServer, tmp_path: Path) -> Iterator[Worker]:  # noqa: F811
-    """One replica on the Redis, answering."""
-    worker = Worker(redis_server.url, CHANNEL, app=APP, settings=SETTINGS)
+    """One replica on the Redis, answering (SOAK_LD_PRELOAD=path: with that library
+    preloaded, e.g. another malloc, in the replica alone)."""
+    preload = os.environ.get("SOAK_LD_PRELOAD")
+    settings = {**SETTINGS, "LD_PRELOAD": preload} if preload else SETTINGS
+    worker = Worker(redis_server.url, CHANNEL, app=APP, settings=settings)
     try:
         yield worker
     finally:

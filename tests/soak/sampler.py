@@ -1,6 +1,8 @@
 """What the soak measures of its replica, every few seconds: RSS, open file descriptors and
 threads (from /proc/<pid>), asyncio tasks (the app's test-only route) and Redis keys
-(DBSIZE), with how many requests the load had sent by then."""
+(DBSIZE), with how many requests the load had sent by then; with SOAK_DIAG=1, the
+replica's memory diagnostics too (tests/soak/diag.py), and with SOAK_MALLOC_TRIM=1 as
+well, `malloc_trim(0)` in the replica before each sample."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any
 import httpx
 import redis
 
+from . import diag
 from .app import TASKS_PATH
 
 RESOURCES = ("rss_mb", "fds", "threads", "tasks", "keys")
@@ -20,8 +23,8 @@ RESOURCES = ("rss_mb", "fds", "threads", "tasks", "keys")
 
 @dataclass(frozen=True)
 class Sample:
-    """One look at the replica: seconds since the load began, requests sent so far, and
-    each resource of RESOURCES."""
+    """One look at the replica: seconds since the load began, requests sent so far, each
+    resource of RESOURCES, and with SOAK_DIAG=1 what GET /soak/diag answered."""
 
     t: float
     requests: int
@@ -30,6 +33,7 @@ class Sample:
     threads: int
     tasks: int
     keys: int
+    diag: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -49,6 +53,9 @@ def take(pid: int, url: str, redis_url: str, started: float, requests: int) -> S
     tasks = httpx.get(url + TASKS_PATH, timeout=10).json()["tasks"]
     with redis.Redis.from_url(redis_url, socket_timeout=5) as client:
         keys = int(client.dbsize())
+    if diag.ENABLED and os.environ.get("SOAK_MALLOC_TRIM", "") not in ("", "0"):
+        httpx.get(url + diag.PREFIX + "/trim", timeout=30)  # an experiment: is it free memory?
+    figures = httpx.get(url + diag.PREFIX, timeout=30).json() if diag.ENABLED else None
     return Sample(
         t=round(time.monotonic() - started, 2),
         requests=requests,
@@ -57,4 +64,5 @@ def take(pid: int, url: str, redis_url: str, started: float, requests: int) -> S
         threads=int(status["Threads"]),
         tasks=int(tasks),
         keys=keys,
+        diag=figures,
     )
