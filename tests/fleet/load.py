@@ -3,8 +3,11 @@ retried on a retryable answer, every attempt's outcome and time kept in a `Tally
 
 Outcomes: `ok`; `unavailable` (503 with Retry-After: refused before any work began; the SDK
 turns its body into an error saying "Service Unavailable");
-`server_shutdown` (the JSON-RPC error a call cut by the shutdown ends with); `hang` (no
-answer within HANG seconds); anything else is kept as its exception's text."""
+`server_shutdown` (the JSON-RPC error a call cut by the shutdown ends with);
+`store_unavailable` (the shared store did not answer within `redis_timeout`: the -32603
+error saying "retry shortly", with nothing done; seen when Redis stalls for a moment on
+the loaded 2-core machine during a restart); `hang` (no answer within HANG seconds);
+anything else is kept as its exception's text."""
 
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from ..tasks.apps import TASKS
 
 HANG = 20.0
 """Seconds after which an attempt counts as hung (the longest call takes 2.5 s)."""
-RETRYABLE = {"unavailable", "server_shutdown"}
+RETRYABLE = {"unavailable", "server_shutdown", "store_unavailable"}
 ATTEMPTS = 6
 
 
@@ -68,6 +71,8 @@ def kind(error: BaseException) -> str:
         if str(error).startswith("Service Unavailable"):
             return "unavailable"  # the draining replica's 503, as the SDK reports it
         return "server_shutdown" if getattr(error, "code", None) == -32603 else f"other: {data}"
+    if isinstance(data, dict) and data.get("reason") == "store_unavailable":
+        return "store_unavailable"
     if isinstance(error, Unavailable):
         return "unavailable"
     if isinstance(error, MCPError):
