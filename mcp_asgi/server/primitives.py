@@ -126,20 +126,14 @@ class Tool:
             )
         except pydantic.ValidationError as exc:
             return tool_error(f"Invalid arguments for tool {self.name!r}: {_describe(exc)}")
-        signature = self.signature
         try:
-            if signature.is_async and signature.dependencies is None:
-                value = await self.fn(**kwargs)  # `invoke`'s first case, without its coroutine
-            else:
-                value = await invoke(signature, self.fn, kwargs, ctx)
+            value = await invoke(self.signature, self.fn, kwargs, ctx)
         except McpError:
             raise
         except Exception as exc:
             if not ctx.cancelled:
                 _errors.warning("tool %r raised", self.name, exc_info=True, extra=_fields(ctx))
             return tool_error(f"Tool {self.name!r} failed: {type(exc).__name__}: {exc}")
-        if type(value) is str and self.output.schema is None:  # `_result`'s first case
-            return {"content": [{"type": "text", "text": value}]}
         try:
             return self._result(value)
         except (pydantic.ValidationError, PydanticSerializationError, InvalidResult) as exc:
