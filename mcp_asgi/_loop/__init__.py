@@ -11,7 +11,8 @@ lifespan, asyncio only).
     eager       at_once: an awaitable's first step taken now (its value, or the wait it began)
     interrupt   within / Waits / Interruptible: waits ended by the task's own cancellation;
                 within_after_first_step: no limit for what ends in its first step
-    tasks       beside (a one-child task group), Task (an asyncio task of its own),
+    tasks       beside (a one-child task group), Task (an asyncio task of its own: a
+                watcher beside its handler),
                 checkpoint (anyio's, without its backend lookup on asyncio)
     threads     run_in_thread: the worker threads of sync handlers (a pool on asyncio)
     clock       loop_clock: the running loop's clock, callable from threads
@@ -31,6 +32,7 @@ from mcp_asgi._loop.current import (
     native_task,
     new_cancel_scope,
     on_asyncio,
+    sent_from_within,
 )
 from mcp_asgi._loop.eager import Begun, at_once
 from mcp_asgi._loop.interrupt import TIMED_OUT, TimedOut, Waits, within, within_after_first_step
@@ -59,6 +61,7 @@ __all__ = [
     "on_asyncio",
     "plain_anyio",
     "run_in_thread",
+    "sent_from_within",
     "use_plain_anyio",
     "within",
     "within_after_first_step",

@@ -15,6 +15,7 @@ import sys
 from asyncio.tasks import _enter_task, _leave_task
 
 import anyio
+from anyio._backends._asyncio import _task_states  # the scopes each task is in
 
 from mcp_asgi._loop import switch
 
@@ -107,6 +108,31 @@ def cancel_from_outside(scope: anyio.CancelScope) -> None:
         scope.cancel()
     finally:
         _enter_task(loop, task)
+
+
+def sent_from_within(scope: anyio.CancelScope, cancelled: BaseException) -> bool:
+    """Whether `cancelled`, a cancellation thrown into the running asyncio task, is anyio's
+    delivery for `scope` or for a scope the task entered inside it (a task group's, a
+    `move_on_after`): anyio names the scope that cancels in the message
+    (`is_anyio_cancellation`). False for any other: the task's own `cancel()` called by
+    somebody else (an ASGI server's), or a scope outside `scope`."""
+    message = cancelled.args[0] if cancelled.args else None
+    if not isinstance(message, str) or not message.startswith(_ANYIO_CANCEL):
+        return False
+    task = asyncio_task()
+    state = _task_states.get(task) if task is not None else None
+    inner = state.cancel_scope if state is not None else None
+    named = message[len(_ANYIO_CANCEL) :].split(" ", 1)[0].rstrip(";")
+    while inner is not None:
+        if named == f"{id(inner):x}":
+            return True
+        if inner is scope:
+            return False
+        inner = inner._parent_scope
+    return False
+
+
+_ANYIO_CANCEL = "Cancelled via cancel scope "
 
 
 def drop_redelivery(scope: anyio.CancelScope) -> None:

@@ -4,7 +4,8 @@ no wait, else the wait it began, to await later (`Begun`).
 The body read takes `receive()`'s first step this way: servers hand over a body that has
 already arrived without waiting (uvicorn, Hypercorn, Granian), and then the read needs no
 time limit, whose setting up costs more than the read itself. Only where `receive()` does
-wait is the rest awaited under the limit.
+wait is the rest awaited under the limit. A request's handler is called this way too: one
+that answers without waiting needs no watcher beside it.
 
 ::
 
@@ -16,24 +17,83 @@ wait is the rest awaited under the limit.
 from __future__ import annotations
 
 import types
-from collections.abc import Awaitable, Generator, Iterator
-from typing import Any, Generic, TypeVar
+from collections.abc import Awaitable, Generator
+from typing import Any, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 
 
+class Thrown(Protocol):
+    """Who hears first of what the task throws into a `Begun` (`Begun.tell`)."""
+
+    def thrown(self, exc: BaseException) -> None: ...
+
+
 class Begun(Generic[T]):
     """An awaitable whose first step has been taken and waits: awaiting this goes on with
-    it, as a plain `await` would have (what the task sends or throws in is passed on)."""
+    it, as a plain `await` would have (what the task sends or throws in is passed on).
 
-    __slots__ = ("_pending", "_steps")
+    It is its own iterator (no generator of its own around the awaitable's steps: a
+    coroutine is sent to directly, an iterator stepped with `next`, as `yield from`
+    does; one without `throw` or `close` gets none)."""
 
-    def __init__(self, steps: Iterator[Any], pending: Any) -> None:
+    __slots__ = ("_coroutine", "_pending", "_steps", "_told")
+
+    def __init__(self, steps: Any, pending: Any, coroutine: bool) -> None:
         self._steps = steps
-        self._pending = pending
+        self._pending = pending  # what its first step yielded, handed out first
+        self._coroutine = coroutine  # `steps` has send/throw/close (a coroutine)
+        self._told: Thrown | None = None
+
+    def tell(self, listener: Thrown) -> Begun[T]:
+        """Have `listener.thrown(exc)` called with what the task throws in (a
+        cancellation, most likely) before the awaitable hears of it: a request's scope
+        records a cancellation from outside this way before its handler sees it."""
+        self._told = listener
+        return self
 
     def __await__(self) -> Generator[Any, Any, T]:
-        return _go_on(self._steps, self._pending)
+        return self  # an iterator with send and throw
+
+    def __iter__(self) -> Begun[T]:
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+    def send(self, value: Any) -> Any:
+        pending = self._pending
+        if pending is not _TAKEN:  # the first step's yield, handed to the task now
+            self._pending = _TAKEN
+            return pending
+        if self._coroutine:
+            return self._steps.send(value)
+        return next(self._steps) if value is None else self._steps.send(value)
+
+    def throw(self, exc: Any, *rest: Any) -> Any:
+        """`exc`: an exception (what asyncio's tasks throw), or its type with the value
+        and traceback after it (the older form, passed on as it came)."""
+        try:
+            if self._told is not None:
+                told = exc if isinstance(exc, BaseException) or not rest else rest[0]
+                if isinstance(told, BaseException):
+                    self._told.thrown(told)
+                del told
+            self._pending = _TAKEN
+            throw = getattr(self._steps, "throw", None)
+            if throw is None:
+                raise exc if isinstance(exc, BaseException) else exc(*rest[:1])
+            return throw(exc, *rest)
+        finally:  # what comes back out holds this frame in its traceback: no cycle
+            del exc, rest
+
+    def close(self) -> None:
+        close = getattr(self._steps, "close", None)
+        if close is not None:
+            close()
+
+
+_TAKEN: Any = object()  # `Begun._pending` once its first yield was handed out
 
 
 def at_once(awaitable: Awaitable[T]) -> T | Begun[T]:
@@ -45,37 +105,11 @@ def at_once(awaitable: Awaitable[T]) -> T | Begun[T]:
         except StopIteration as ended:
             value: T = ended.value
             return value
-        return Begun(awaitable.__await__(), pending)  # its iterator: __next__ as well
+        return Begun(awaitable, pending, True)
     steps = awaitable.__await__()  # any iterator: a generator, or a bare one (Granian's)
     try:
         pending = next(steps)
     except StopIteration as ended:
         value = ended.value
         return value
-    return Begun(steps, pending)
-
-
-def _go_on(steps: Any, pending: Any) -> Generator[Any, Any, Any]:
-    """`yield from steps`, entered after its first step yielded `pending`: None is sent as
-    `next()`, and an iterator without `throw` or `close` gets none (as `yield from` does)."""
-    while True:
-        try:
-            sent = yield pending
-        except GeneratorExit:
-            close = getattr(steps, "close", None)
-            if close is not None:
-                close()
-            raise
-        except BaseException as thrown:  # a cancellation, most likely: theirs to handle
-            throw = getattr(steps, "throw", None)
-            if throw is None:
-                raise
-            try:
-                pending = throw(thrown)
-            except StopIteration as ended:
-                return ended.value
-        else:
-            try:
-                pending = next(steps) if sent is None else steps.send(sent)
-            except StopIteration as ended:
-                return ended.value
+    return Begun(steps, pending, False)

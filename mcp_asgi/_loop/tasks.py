@@ -7,17 +7,19 @@ any event loop) or, on asyncio, `Task` (a plain task of its own, which is cheape
         ...                 # the body, in the current task
         child.cancel()      # or not: leaving the block waits for the child
 
-    task = Task(handle, call)           # scheduled, in a copy of the current context
-    await task.first_step()             # it runs until its first wait
+    task = Task(watch, receive)         # scheduled, in a copy of the current context
+    ...
     if not task.done():
-        ...
-    await task.join()                   # holds a cancellation of the caller until it ends
+        await task.join()               # holds a cancellation of the caller until it ends
     task.error()                        # what it raised, if anything
 
-`lifecycle.runner` uses `beside` off asyncio (trio, or the plain-anyio path) and `Task` on
-asyncio. With `beside`:
+`lifecycle.runner` uses `beside` for the handler off asyncio (trio, or the plain-anyio
+path), and on asyncio a `Task` for the watcher of a handler that waits. With `beside`:
 
 - the child runs in a copy of the current context (contextvars), as in a task group;
+- the child's own cancel scope is shielded: a cancellation from outside the block reaches
+  the body only, which decides what the child hears (a request's watcher records the
+  reason first, then cancels the handler's scope);
 - leaving the block waits for the child; if the body raised (a cancellation from outside
   included), the child is cancelled first, through its own cancel scope, so its shielded
   clean-up is respected;
@@ -58,14 +60,6 @@ class Task:
 
     def done(self) -> bool:
         return self._task.done()
-
-    def cancel(self) -> None:
-        self._task.cancel()
-
-    def first_step(self) -> Awaitable[None]:
-        """`await task.first_step()`: let the task (scheduled first) run until it first
-        waits (then `done()` says whether it is over)."""
-        return _one_turn()
 
     def join(self) -> Awaitable[None]:
         """`await task.join()`: wait for the task to end, holding a cancellation of the
@@ -125,7 +119,7 @@ class Beside:
     def __init__(self, fn: Child, *args: Any) -> None:
         self._fn = fn
         self._args = args
-        self._scope = anyio.CancelScope()
+        self._scope = anyio.CancelScope(shield=True)  # cancelled by the body's owner only
         self._group = anyio.create_task_group()
 
     async def __aenter__(self) -> Beside:
@@ -147,4 +141,6 @@ class Beside:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
+        if exc_type is not None:
+            self._scope.cancel()
         return await self._group.__aexit__(exc_type, exc, tb)

@@ -1,17 +1,19 @@
-"""Running one request: its handler in a task of its own, the watcher in the request's.
+"""Running one request: its handler and, once the handler waits, a watcher beside it.
 
 ::
 
-    handler task   RequestScope.handle: the handler, its final reply, the watcher stopped
-    request task   on asyncio, only once the handler's first step is over without an
-                   answer (most requests need no watcher): RequestScope.watch
-                   cancelled from outside (a server's shutdown) ──► shielded,
-                   RequestScope.stopped_from_outside, before the handler hears of it
-    at the end     RequestScope.finish, however it ended
+    on asyncio     RequestScope.handle, in the request's own task: the handler's first step
+                   at once; an answer there needs no watcher (most requests). Once the
+                   handler waits: RequestScope.watch in a task of its own (`watch_beside`),
+                   and what the request's task is sent or thrown is heard by the scope first:
+                   cancelled from outside (a server's shutdown) ──► recorded as
+                   `server_shutdown` before the handler hears of it; the cancellation goes
+                   on; RequestScope.stopped_from_outside, shielded
+    elsewhere      (trio, the plain-anyio path) the handler in a child task (`beside`), the
+                   watcher in the request's own
+    at the end     the watcher's task waited for; RequestScope.finish, however it ended
 
-On asyncio the handler is a plain task (`_loop.Task`), waited for holding a cancellation
-until it is over; elsewhere (trio, the plain-anyio path) it runs `beside` the watcher, in a
-one-child task group. The scope decides everything; this module only carries it out.
+The scope decides everything; this module only carries it out.
 """
 
 from __future__ import annotations
@@ -37,7 +39,13 @@ class Steps(Protocol):
     @property
     def cancel_called(self) -> bool: ...
 
-    async def handle(self, call: Call, args: Args) -> None: ...
+    @property
+    def watcher_task(self) -> Task | None: ...
+
+    @property
+    def watcher_busy(self) -> bool: ...
+
+    async def handle(self, call: Call, args: Args, receive: Receive | None) -> None: ...
 
     async def watch(self, receive: Receive) -> None: ...
 
@@ -52,45 +60,47 @@ def run(steps: Steps, receive: Receive, call: Call, args: Args = ()) -> Coroutin
     raised; `steps.finish()` however it ended. Hands back the coroutine of the loop's way
     (no frame of its own held while the request waits)."""
     if on_asyncio():
-        return _run_as_task(steps, receive, call, args)
+        return _run_in_request_task(steps, receive, call, args)
     return _run_beside(steps, receive, call, args)
 
 
-async def _run_beside(steps: Steps, receive: Receive, call: Call, args: Args) -> None:
+def watch_beside(steps: Steps, receive: Receive) -> Task:
+    """The watcher in a task of its own, beside a handler that now waits in the request's
+    task (asyncio). (A failure of `watch` stops the handler: `watch` sees to it.)"""
+    return Task(steps.watch, receive)
+
+
+async def _run_in_request_task(steps: Steps, receive: Receive, call: Call, args: Args) -> None:
+    """The handler runs here (`handle` starts the watcher's task once it waits); leaving
+    waits for the watcher's task, holding a cancellation until then, and raises its
+    failure."""
     try:
-        async with beside(steps.handle, call, args):
-            await _watch_from_outside(steps, receive)
+        try:
+            await steps.handle(call, args, receive)
+            if steps.watcher_task is None and steps.cancel_called:
+                await steps.watch(receive)  # cancelled in its first step: the rest of it
+        except asyncio.CancelledError:
+            # the scope's own cancellations are swallowed: this one came from outside
+            with anyio.CancelScope(shield=True):
+                await steps.stopped_from_outside()
+            raise
+        finally:
+            # a watcher stopped with the request not cancelled ends on its next step, with
+            # nothing left to do; after a signal it tells the client and waits out the
+            # grace period: that is waited for
+            watcher = steps.watcher_task
+            if watcher is not None and not watcher.done() and steps.watcher_busy:
+                await watcher.join()
+        if watcher is not None and watcher.done() and (error := watcher.error()) is not None:
+            raise error
     finally:
         steps.finish()
 
 
-async def _run_as_task(steps: Steps, receive: Receive, call: Call, args: Args) -> None:
-    """The handler's task takes its first step before anything else: a handler that
-    answers without waiting for anything is then over, and no watcher is needed (most
-    requests). Leaving waits for the handler's task, holding a cancellation until then.
-    (`_watch_from_outside`, written out: one frame less while the request waits.)"""
+async def _run_beside(steps: Steps, receive: Receive, call: Call, args: Args) -> None:
     try:
-        handler = Task(steps.handle, call, args)
-        try:
-            try:
-                # the handler's task was scheduled first: it takes its first step now
-                await handler.first_step()
-                if not handler.done() or steps.cancel_called:
-                    await steps.watch(receive)
-            except asyncio.CancelledError:
-                # the scope's own cancellations are swallowed: this one came from outside
-                with anyio.CancelScope(shield=True):
-                    await steps.stopped_from_outside()
-                raise
-        except BaseException:
-            if not handler.done() and not steps.cancel_called:
-                handler.cancel()  # the watcher failed: nothing would watch the handler
-            await handler.join()
-            raise
-        if not handler.done():  # (most handlers are over by now: no join to await)
-            await handler.join()
-        if (error := handler.error()) is not None:
-            raise error
+        async with beside(steps.handle, call, args, None):
+            await _watch_from_outside(steps, receive)
     finally:
         steps.finish()
 

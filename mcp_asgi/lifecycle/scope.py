@@ -17,10 +17,12 @@ out what its `CancelScope` decides.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import math
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Final, TypeVar
 
 import anyio
@@ -28,12 +30,16 @@ from starlette.types import Receive
 
 from mcp_asgi._loggers import errors_logger as _errors
 from mcp_asgi._loop import (
+    Begun,
     Clock,
+    Task,
+    at_once,
     cancel_from_outside,
     checkpoint,
     drop_redelivery,
     loop_clock,
     new_cancel_scope,
+    sent_from_within,
 )
 from mcp_asgi.http.reply import ReplyWriter
 from mcp_asgi.lifecycle import runner
@@ -80,6 +86,7 @@ _CLIENT_DISCONNECT, _TIMEOUT = CancelReason.CLIENT_DISCONNECT, CancelReason.TIME
 _CLIENT_GONE, _DEADLINE = WatchEnd.CLIENT_GONE, WatchEnd.DEADLINE
 
 
+_NOTHING: Final = nullcontext()
 _OVER = LazyEvent()
 _OVER.set()
 # signals vs. side-effect marks and the token made from threads: one lock for every request
@@ -120,6 +127,7 @@ class RequestScope:
         "_token",
         "_unwatched",
         "_watcher",
+        "_watcher_task",
         "_work",
         "_writer",
     )
@@ -177,6 +185,7 @@ class RequestScope:
         self._keepalive_interval = keepalive_interval
         self._watcher: Watcher | None = None  # made when it first watches (most never do)
         self._unwatched = False  # stopped before the watcher was made
+        self._watcher_task: Task | None = None  # the watcher's own task (asyncio), if any
 
     # -- read-only state ---------------------------------------------------------------
 
@@ -358,36 +367,42 @@ class RequestScope:
         this scope until it exits (or is orphaned). The arguments are passed on, not put in
         a closure: no function made per request.
 
-        The handler runs in a child task and the watcher in the request's own task, so a
-        cancellation from outside (an ASGI server's graceful-shutdown timeout cancelling the
-        request's task) lands in the watcher first: it is recorded as `server_shutdown`, the
-        handler sees that reason (`ctx.cancel_reason`, its threads' token) before its own
-        cancellation arrives, the reply gets its error, the grace period is waited out, and
-        the cancellation propagates (`lifecycle.runner`).
+        A cancellation from outside (an ASGI server's graceful-shutdown timeout cancelling
+        the request's task) is heard by the scope first: it is recorded as
+        `server_shutdown`, the handler sees that reason (`ctx.cancel_reason`, its threads'
+        token) before its own cancellation arrives, the reply gets its error, the grace
+        period is waited out, and the cancellation propagates (`lifecycle.runner`).
         """
         return runner.run(self, receive, call, args)
 
     async def handle(
-        self, call: Callable[..., Awaitable[JsonObject]], args: tuple[Any, ...]
+        self,
+        call: Callable[..., Awaitable[JsonObject]],
+        args: tuple[Any, ...],
+        receive: Receive | None,
     ) -> None:
-        """The handler's task: call it (under the handler's cancel scope, with the
-        observer's context active), write its final reply, then stop the watcher. (The
-        call is written out here: no frame between the handler and its task.)"""
+        """The handler: call it (under the handler's cancel scope, with the observer's
+        context active), write its final reply, then stop the watcher.
+
+        Its first step is taken at once. With `receive` (asyncio: this is the request's own
+        task), a handler that then waits gets the watcher in a task of its own, and what
+        this task is thrown while the handler waits is heard here first
+        (`thrown`): a cancellation from outside is recorded before the handler sees it.
+        Without (`receive` None), the watcher is already running in another task."""
         try:
             final: JsonObject | None = None  # stays None if cancelled
             try:
-                if self._activates:
-                    with self._handler_scope, self._observer.activate():
-                        try:
-                            final = self._answer(await call(*args))
-                        except Exception as exc:
-                            final = self._raised(exc)
-                else:  # nothing to make current (no SDK, no trace context): the same, bare
-                    with self._handler_scope:
-                        try:
-                            final = self._answer(await call(*args))
-                        except Exception as exc:
-                            final = self._raised(exc)
+                with self._handler_scope, self._activated():
+                    try:
+                        result = at_once(call(*args))
+                        if isinstance(result, Begun):
+                            if receive is not None:
+                                result.tell(self)
+                                self._watcher_task = runner.watch_beside(self, receive)
+                            result = await result
+                        final = self._answer(result)
+                    except Exception as exc:
+                        final = self._raised(exc)
             finally:
                 if self._reason is not None:  # the scope was cancelled, and is left
                     drop_redelivery(self._handler_scope)
@@ -399,11 +414,60 @@ class RequestScope:
             if self._reason is None:
                 self._stop_watching()
 
+    def _activated(self) -> AbstractContextManager[object]:
+        """The observer's context, to be current while the handler runs (a shared no-op
+        where there is nothing to make current: no SDK, no trace context)."""
+        return self._observer.activate() if self._activates else _NOTHING
+
+    def thrown(self, thrown: BaseException) -> None:
+        """The waiting handler, in the request's task, is about to be thrown `thrown`
+        (`Begun.tell`): a cancellation that none of ours sent came from outside (the
+        server's, or an outer scope's), and is recorded as `server_shutdown` first, so the
+        handler sees the reason when it arrives."""
+        if (
+            self._reason is None
+            and isinstance(thrown, asyncio.CancelledError)
+            and not sent_from_within(self._handler_scope, thrown)
+        ):
+            self.cancel(CancelReason.SERVER_SHUTDOWN)
+
+    @property
+    def watcher_task(self) -> Task | None:
+        """The watcher's own task, once the handler has waited in the request's task."""
+        return self._watcher_task
+
+    @property
+    def watcher_busy(self) -> bool:
+        """Whether the watcher, once the handler has returned, still has something to do
+        before the request ends: tell the client of a cancel other than its own leaving,
+        or wait out the grace period of threads still running. (Stopped with nothing to
+        do, it ends on its next step by itself.)"""
+        reason = self._reason
+        if reason is None:
+            return False
+        return reason is not _CLIENT_DISCONNECT or bool(self._work.running)
+
+    def _watch_failed(self) -> None:
+        """The watcher failed (the runner raises why): nothing would watch the handler any
+        more, so it is stopped, with no reason of its own (unless it has one)."""
+        if self._reason is not None or self._phase >= _ANSWERING:
+            return
+        if self._watcher_task is not None:  # (not the handler's task)
+            cancel_from_outside(self._handler_scope)
+        else:
+            self._handler_scope.cancel()
+
     async def watch(self, receive: Receive) -> None:
-        """The request's own task: act on why the watcher stopped. If it fails, the runner
-        stops the handler and raises the failure."""
+        """Watch the request, and act on why the watcher stopped (in the request's own
+        task, or in one of its own beside the handler). If watching fails (`receive()`
+        raised), the handler is stopped (with no reason of its own) and the failure
+        raised."""
         watcher = self._watching()
-        end = await watcher.watch(receive)
+        try:
+            end = await watcher.watch(receive)
+        except Exception:  # (a cancellation from outside is the runner's to handle)
+            self._watch_failed()
+            raise
         if end is _CLIENT_GONE:
             if self._phase >= _ANSWERING:
                 return  # the reply is complete (ASGI servers then report a disconnect)

@@ -4,6 +4,7 @@ OpenTelemetry logging bridge stamps it with the MCP span's trace and span id."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 
 import anyio
@@ -62,7 +63,7 @@ def bridge() -> Iterator[SpanOfRecords]:
         logger.setLevel(saved)
 
 
-def build_server(started: anyio.Event, release: anyio.Event) -> McpServer:
+def build_server(started: anyio.Event, released: threading.Event | None = None) -> McpServer:
     server = McpServer("logged")
 
     @server.tool()
@@ -77,8 +78,9 @@ def build_server(started: anyio.Event, release: anyio.Event) -> McpServer:
     @server.tool()
     def hog() -> str:
         """A thread that ignores its token until released: an orphan."""
-        started.set()
-        anyio.from_thread.run(release.wait)
+        anyio.from_thread.run_sync(started.set)
+        assert released is not None
+        released.wait(5)
         return "late"
 
     return server
@@ -114,8 +116,8 @@ async def test_the_cancellation_record_is_in_the_request_span(
 ) -> None:
     """A disconnect's record (WARNING after a side effect) names the tool and carries the
     MCP span's ids."""
-    started, release = anyio.Event(), anyio.Event()
-    app = mcp_app(build_server(started, release), otel)
+    started = anyio.Event()
+    app = mcp_app(build_server(started), otel)
     params = {"name": "waits", "arguments": {"charge": charge}}
     await disconnect_once_started(app, wire_for("tools/call", params, accept=JSON), started)
     [span] = otel.spans.get_finished_spans()
@@ -131,8 +133,8 @@ async def test_an_orphans_late_exit_is_in_the_request_span(
     otel: Otel, bridge: SpanOfRecords
 ) -> None:
     """The DEBUG record of an orphan that finally returns also carries the span's ids."""
-    started, release = anyio.Event(), anyio.Event()
-    app = mcp_app(build_server(started, release), otel, cancel_grace=0.05, process_kill_grace=0.05)
+    started, released = anyio.Event(), threading.Event()
+    app = mcp_app(build_server(started, released), otel, cancel_grace=0.05, process_kill_grace=0.05)
     await disconnect_once_started(
         app, wire_for("tools/call", {"name": "hog"}, accept=JSON), started
     )
@@ -140,7 +142,7 @@ async def test_an_orphans_late_exit_is_in_the_request_span(
     assert span.context is not None
     assert attrs(span)["mcp_asgi.cancellation.outcome"] == "orphaned"
     assert bridge.of("orphaned handler exited") == []
-    release.set()
+    released.set()
     await eventually(lambda: bool(bridge.of("orphaned handler exited")), what="the orphan's exit")
     [context] = bridge.of("orphaned handler exited")
     assert ids(context) == ids(span.context)
@@ -148,8 +150,8 @@ async def test_an_orphans_late_exit_is_in_the_request_span(
 
 async def test_without_an_sdk_the_record_joins_the_callers_trace(bridge: SpanOfRecords) -> None:
     """No providers recording: the record still carries the trace of `_meta.traceparent`."""
-    started, release = anyio.Event(), anyio.Event()
-    app = mcp_app(build_server(started, release))
+    started = anyio.Event()
+    app = mcp_app(build_server(started))
     meta = {"traceparent": f"00-{TRACE_ID:032x}-{PARENT_ID:016x}-01"}
     params = {"name": "waits", "_meta": meta}
     await disconnect_once_started(app, wire_for("tools/call", params, accept=JSON), started)

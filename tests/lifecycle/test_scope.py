@@ -71,6 +71,16 @@ def build_server(seen: Seen) -> McpServer:
         return "done"
 
     @server.tool()
+    async def grouped() -> str:
+        """Waits, then ends a task group of its own by cancelling it (as a streaming
+        response does once its body is sent): a cancellation sent from within."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.sleep_forever)
+            await anyio.sleep(0.001)
+            tg.cancel_scope.cancel()
+        return "grouped"
+
+    @server.tool()
     def threaded(token: CancelToken) -> str:
         """A sync tool; records whether it ever ran."""
         seen.thread_ran.set()
@@ -211,6 +221,7 @@ async def test_an_outside_anyio_cancel_is_a_server_shutdown(otel: Otel) -> None:
         tg.cancel_scope.cancel()
     assert seen.token is not None
     assert seen.token.reason is CancelReason.SERVER_SHUTDOWN
+    assert seen.reason is CancelReason.SERVER_SHUTDOWN  # seen in the handler's `finally`
     assert wire.messages[-1]["error"]["data"] == {"reason": "server_shutdown"}
     assert wire.ended
     [span] = otel.spans.get_finished_spans()
@@ -233,10 +244,24 @@ async def test_a_native_task_cancel_is_a_server_shutdown(otel: Otel) -> None:
     assert task.cancelled()
     assert seen.token is not None
     assert seen.token.reason is CancelReason.SERVER_SHUTDOWN
+    assert seen.reason is CancelReason.SERVER_SHUTDOWN  # seen in the handler's `finally`
     assert wire.messages[-1]["error"]["data"] == {"reason": "server_shutdown"}
     [span] = otel.spans.get_finished_spans()
     assert attrs(span)["mcp_asgi.cancellation.reason"] == "server_shutdown"
     assert not app._inflight
+
+
+async def test_a_cancellation_the_handler_sends_itself_is_no_shutdown(otel: Otel) -> None:
+    """The handler runs in the request's task on asyncio: a cancellation that a scope of
+    its own delivers there (its task group ending itself) is not taken for one from
+    outside; the call answers."""
+    app = mcp_app(build_server(Seen()), otel)
+    wire = wire_for("tools/call", {"name": "grouped"}, accept=JSON)
+    async with watchdog():
+        await wire.run(app)
+    assert wire.result["content"][0]["text"] == "grouped"
+    [span] = otel.spans.get_finished_spans()
+    assert "mcp_asgi.cancellation.reason" not in attrs(span)
 
 
 async def test_the_phase_follows_the_request() -> None:
