@@ -9,10 +9,12 @@ properties, like trio's `CancelScope`; how far the request has got is one `Phase
 `write` is the single choke point: after a signal it drops everything, which is where
 "nothing more is ever written for a cancelled request" is enforced.
 
-Running the handler's and the watcher's tasks is `lifecycle.runner`'s (`run` hands over to
-it): it calls `handle` in the handler's task, `watch` in the request's own, and
-`stopped_from_outside` when that task is cancelled from outside, as trio's nursery carries
-out what its `CancelScope` decides.
+Running the tasks is `lifecycle.runner`'s (`run` hands over to it): on asyncio it calls
+`handle` in the request's own task (which starts `watch` in a task of its own once the
+handler waits, and hears first what that task is thrown: `thrown`), elsewhere `handle` in
+a child task and `watch` in the request's; and `stopped_from_outside` when the request's
+task is cancelled from outside, as trio's nursery carries out what its `CancelScope`
+decides.
 """
 
 from __future__ import annotations
