@@ -87,7 +87,7 @@ def new_cancel_scope(*, deadline: float = math.inf, shield: bool = False) -> any
 
 def cancel_from_outside(scope: anyio.CancelScope) -> None:
     """`scope.cancel()`, called from a task that runs nothing inside `scope` (a request's
-    watcher cancelling its handler's scope, entered in the handler's own task).
+    watcher cancelling its handler's scope, entered in another task).
 
     On asyncio the running task is out of sight for the call (asyncio's own
     `_leave_task`, then `_enter_task`): anyio 4.16 names the task that cancels in the
@@ -122,9 +122,12 @@ def sent_from_within(scope: anyio.CancelScope, cancelled: BaseException) -> bool
     task = asyncio_task()
     state = _task_states.get(task) if task is not None else None
     inner = state.cancel_scope if state is not None else None
-    named = message[len(_ANYIO_CANCEL) :].split(" ", 1)[0].rstrip(";")
+    try:  # "Cancelled via cancel scope 7f3a… [by <task>][; reason: …]"
+        named = int(message[len(_ANYIO_CANCEL) :].split(" ", 1)[0].rstrip(";"), 16)
+    except ValueError:
+        return False
     while inner is not None:
-        if named == f"{id(inner):x}":
+        if id(inner) == named:
             return True
         if inner is scope:
             return False

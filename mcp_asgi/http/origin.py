@@ -40,13 +40,8 @@ def origin_allowed(asgi_scope: Scope, allowed: frozenset[str]) -> bool:
 
     `allowed` holds origins already passed through `normalize_origin`.
     """
-    for key, value in asgi_scope["headers"]:  # `header(asgi_scope, b"origin")`, inline
-        if key == b"origin":
-            origin = value.decode("latin-1")
-            break
-    else:
-        return True  # no Origin (most clients are not browsers)
-    if "*" in allowed or normalize_origin(origin) in allowed:
+    origin = header(asgi_scope, b"origin")
+    if origin is None or "*" in allowed or normalize_origin(origin) in allowed:
         return True
     parts = _split(origin.strip())
     host_header = header(asgi_scope, b"host")

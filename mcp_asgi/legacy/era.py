@@ -22,7 +22,7 @@ from starlette.types import Scope
 
 from mcp_asgi.protocol.headers import header
 from mcp_asgi.protocol.message import IncomingMessage
-from mcp_asgi.protocol.request import META_PREFIX
+from mcp_asgi.protocol.request import META_VERSION_KEY
 
 LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
 """The 2025-era revisions served, newest first."""
@@ -32,13 +32,12 @@ HANDSHAKE_VERSIONS: Final = frozenset({*LEGACY_VERSIONS, "2024-11-05", "2024-10-
 the unsupported ones refused here, with 400)."""
 HTTP_METHODS: Final = frozenset({"GET", "DELETE"})
 """HTTP methods only the 2025 era has (its session's stream, and its end)."""
-_VERSION_KEY: Final = META_PREFIX + "protocolVersion"
 
 
 def is_legacy(asgi_scope: Scope, message: IncomingMessage) -> bool:
     """Whether a POSTed message belongs to the 2025 era (see the module's table)."""
     meta = message.params.get("_meta")
-    if isinstance(meta, dict) and _VERSION_KEY in meta:
+    if isinstance(meta, dict) and META_VERSION_KEY in meta:
         return False
     if message.method == "initialize":
         return True

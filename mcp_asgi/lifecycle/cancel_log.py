@@ -21,12 +21,17 @@ from mcp_asgi.protocol.request import McpRequest
 def listens(after_side_effect: bool) -> bool:
     """Whether the cancellation record of a request would be emitted (its level is enabled):
     when not, and no observer wants it, the request scope makes no record at all."""
-    return logger.isEnabledFor(logging.WARNING if after_side_effect else logging.INFO)
+    return logger.isEnabledFor(_level(after_side_effect))
+
+
+def _level(after_side_effect: bool) -> int:
+    """A cancel after a side effect is a reconciliation item: WARNING; any other, INFO."""
+    return logging.WARNING if after_side_effect else logging.INFO
 
 
 def log_cancelled(record: RequestRecord) -> None:
     """The request's one cancellation record (call once, when the request ends)."""
-    level = logging.WARNING if record.after_side_effect else logging.INFO
+    level = _level(record.after_side_effect)
     if not logger.isEnabledFor(level):
         return  # nobody listens: the fields are not worked out (200 cancels at once)
     fields = _fields(record)

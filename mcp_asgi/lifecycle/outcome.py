@@ -9,6 +9,7 @@ log read only these records.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
@@ -75,12 +76,16 @@ class RequestRecord(NamedTuple):
     @property
     def after_side_effect(self) -> bool:
         """Whether the cancel signal came after an irreversible step was marked."""
-        if self.signalled_at is None or not self.side_effects:
-            return False
-        return self.side_effects[0].at <= self.signalled_at
+        return signalled_after(self.side_effects, self.signalled_at)
 
 
-_NOTHING_TO_ACTIVATE: AbstractContextManager[None] = contextlib.nullcontext()
+def signalled_after(side_effects: Sequence[SideEffect], signalled_at: float | None) -> bool:
+    """Whether a cancel signal at `signalled_at` (None: none came) came after the first of
+    `side_effects` was marked."""
+    return bool(side_effects) and signalled_at is not None and side_effects[0].at <= signalled_at
+
+
+NO_ACTIVATION: AbstractContextManager[None] = contextlib.nullcontext()
 """Reusable: a `nullcontext` holds no state."""
 
 
@@ -94,7 +99,7 @@ class ScopeObserver:
 
     def activate(self) -> AbstractContextManager[None]:
         """A context the handler runs in (e.g. its span made current)."""
-        return _NOTHING_TO_ACTIVATE
+        return NO_ACTIVATION
 
     def signalled(self, record: RequestRecord) -> None:
         """A cancel signal reached the request."""

@@ -24,7 +24,7 @@ import enum
 import math
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import Any, Final, TypeVar
 
 import anyio
@@ -49,10 +49,12 @@ from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelle
 from mcp_asgi.lifecycle.cancel_log import listens, log_cancelled, log_ignored, log_orphan_exited
 from mcp_asgi.lifecycle.lazy_event import LazyEvent
 from mcp_asgi.lifecycle.outcome import (
+    NO_ACTIVATION,
     Outcome,
     RequestRecord,
     ScopeObserver,
     SideEffect,
+    signalled_after,
 )
 from mcp_asgi.lifecycle.watcher import WatchEnd, Watcher
 from mcp_asgi.lifecycle.work import RunningWork, ThreadSlots
@@ -88,7 +90,6 @@ _CLIENT_DISCONNECT, _TIMEOUT = CancelReason.CLIENT_DISCONNECT, CancelReason.TIME
 _CLIENT_GONE, _DEADLINE = WatchEnd.CLIENT_GONE, WatchEnd.DEADLINE
 
 
-_NOTHING: Final = nullcontext()
 _OVER = LazyEvent()
 _OVER.set()
 # signals vs. side-effect marks and the token made from threads: one lock for every request
@@ -277,8 +278,8 @@ class RequestScope:
         return self._signal(reason, from_watcher=False)
 
     def _signal(self, reason: CancelReason, *, from_watcher: bool) -> bool:
-        """`cancel`; `from_watcher`: called by the watcher, in the request's own task, which
-        runs nothing inside the handler's scope (`_loop.cancel_from_outside`)."""
+        """`cancel`; `from_watcher`: called by the watcher, whose task runs nothing inside
+        the handler's scope (`_loop.cancel_from_outside`), and which needs no stop."""
         with self._lock:
             accepted = self._reason is None and self._phase < _ANSWERING
             if accepted:
@@ -419,7 +420,7 @@ class RequestScope:
     def _activated(self) -> AbstractContextManager[object]:
         """The observer's context, to be current while the handler runs (a shared no-op
         where there is nothing to make current: no SDK, no trace context)."""
-        return self._observer.activate() if self._activates else _NOTHING
+        return self._observer.activate() if self._activates else NO_ACTIVATION
 
     def thrown(self, thrown: BaseException) -> None:
         """The waiting handler, in the request's task, is about to be thrown `thrown`
@@ -451,13 +452,10 @@ class RequestScope:
 
     def _watch_failed(self) -> None:
         """The watcher failed (the runner raises why): nothing would watch the handler any
-        more, so it is stopped, with no reason of its own (unless it has one)."""
-        if self._reason is not None or self._phase >= _ANSWERING:
-            return
-        if self._watcher_task is not None:  # (not the handler's task)
+        more, so it is stopped, with no reason of its own (unless it has one). The watcher
+        never runs inside the handler's scope."""
+        if self._reason is None and self._phase < _ANSWERING:
             cancel_from_outside(self._handler_scope)
-        else:
-            self._handler_scope.cancel()
 
     async def watch(self, receive: Receive) -> None:
         """Watch the request, and act on why the watcher stopped (in the request's own
@@ -571,18 +569,13 @@ class RequestScope:
             self._outcome = "orphaned" if self._work.running else "exited"
         if not self._observes_end and (  # the common case without an SDK
             self._reason is None
-            or not listens(bool(self._side_effects) and self._after_side_effect())
+            or not listens(signalled_after(self._side_effects, self._signalled_at))
         ):
             return  # nobody to tell: no record to make
         record = self._tell(self._observer.ended)
         if self._reason is not None:
             with self._observer.activate():
                 log_cancelled(record)
-
-    def _after_side_effect(self) -> bool:
-        """`RequestRecord.after_side_effect`, without the record."""
-        effects, signalled_at = self._side_effects, self._signalled_at
-        return bool(effects) and signalled_at is not None and effects[0].at <= signalled_at
 
     def _answer(self, result: JsonObject) -> JsonObject:
         """The handler returned `result`: its reply."""

@@ -17,6 +17,8 @@ MODERN_VERSIONS: Final = (PROTOCOL_VERSION,)
 
 
 META_PREFIX: Final = "io.modelcontextprotocol/"
+META_VERSION_KEY: Final = META_PREFIX + "protocolVersion"
+"""The `_meta` key of a 2026-era request's protocol version (its presence marks the era)."""
 
 
 LOG_LEVELS: Final = (

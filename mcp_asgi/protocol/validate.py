@@ -25,6 +25,7 @@ from mcp_asgi.protocol.request import (
     LOG_LEVELS,
     MCP_NAME_PARAM,
     META_PREFIX,
+    META_VERSION_KEY,
     MODERN_VERSIONS,
     McpRequest,
     MethodCatalog,
@@ -35,7 +36,6 @@ _LEGACY_METHODS: Final = frozenset(
     {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
 )
 _CANONICAL_DECIMAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
-_VERSION_KEY: Final = META_PREFIX + "protocolVersion"
 _CAPABILITIES_KEY: Final = META_PREFIX + "clientCapabilities"
 _CLIENT_INFO_KEY: Final = META_PREFIX + "clientInfo"
 _LOG_LEVEL_KEY: Final = META_PREFIX + "logLevel"
@@ -57,7 +57,7 @@ def validate(
         raise ValueError("validate() takes requests, not notifications")
     method, params = message.method, message.params
     meta = params.get("_meta")
-    meta_version = meta.get(_VERSION_KEY) if isinstance(meta, dict) else None
+    meta_version = meta.get(META_VERSION_KEY) if isinstance(meta, dict) else None
     # the MCP-Protocol-Version, Mcp-Method and Mcp-Name headers, in one pass: the first
     # value of each (`found`), and a bit (1 << its slot) for each sent more than once
     found: list[bytes | None] = [None, None, None]
@@ -69,7 +69,7 @@ def validate(
                 message,
                 400,
                 INVALID_PARAMS,
-                f"Invalid params: _meta.{META_PREFIX}protocolVersion is required",
+                f"Invalid params: _meta.{META_VERSION_KEY} is required",
             )
     else:
         for key, value in asgi_scope["headers"]:
@@ -118,7 +118,7 @@ def validate(
             message,
             400,
             INVALID_PARAMS,
-            f"Invalid params: _meta.{META_PREFIX}protocolVersion is required",
+            f"Invalid params: _meta.{META_VERSION_KEY} is required",
         )
     capabilities = meta.get(_CAPABILITIES_KEY)
     if not isinstance(capabilities, dict):

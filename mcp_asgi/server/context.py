@@ -427,6 +427,12 @@ class Context:
         return self._inputs
 
 
+def request_scope_of(ctx: Context) -> RequestScope:
+    """The request scope a `Context` writes through, for the server's own code that runs
+    beside the handler (not a handler's business: it is not on `Context`)."""
+    return ctx._request_scope
+
+
 class SideEffectMark:
     """Returned by `ctx.side_effect(...)`; as an async context manager it shields its block."""
 

@@ -23,7 +23,7 @@ import math
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final, Protocol
 
 import anyio
 from starlette.types import Scope
@@ -41,9 +41,7 @@ from mcp_asgi.protocol.jsonrpc import (
     RequestId,
 )
 from mcp_asgi.protocol.request import McpRequest
-
-if TYPE_CHECKING:
-    from mcp_asgi.server.context import Context
+from mcp_asgi.server.context import Context, request_scope_of
 
 LISTEN: Final = "subscriptions/listen"
 SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
@@ -275,7 +273,7 @@ class Subscriptions:
         """Run one listen stream until the server ends it (the client ending it cancels
         this coroutine); `tasks` accepts and describes the tasks it may watch."""
         asked = SubscriptionFilter.parse(request.params, request.id)
-        request_scope = ctx._request_scope
+        request_scope = request_scope_of(ctx)
         subscription_id = request.id
         async with self.bus.subscribe() as events, self._open() as stream:
             # accepted once subscribed: a status change meanwhile is heard

@@ -22,7 +22,7 @@ from mcp_asgi.server.content import (
     resource_contents,
     tool_content,
 )
-from mcp_asgi.server.context import Context
+from mcp_asgi.server.context import Context, request_scope_of
 from mcp_asgi.server.json_schema import JsonSchema
 from mcp_asgi.server.metadata import NO_EXTRAS, Extras
 from mcp_asgi.server.schema import (
@@ -52,7 +52,7 @@ def invoke(
         return fn(**kwargs)  # type: ignore[no-any-return]
     # the request scope's `run_sync`, as `ctx.run_sync` calls it, with the arguments handed
     # to the thread: no coroutine of Context's, no `partial`, alive while the thread runs
-    return ctx._request_scope.run_sync(fn, kwargs)
+    return request_scope_of(ctx).run_sync(fn, kwargs)
 
 
 @dataclass(frozen=True, slots=True)

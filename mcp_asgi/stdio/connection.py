@@ -55,7 +55,7 @@ from mcp_asgi.protocol.jsonrpc import (
     is_request_id,
 )
 from mcp_asgi.protocol.message import IncomingMessage, load, parse_message
-from mcp_asgi.protocol.request import META_PREFIX, McpRequest
+from mcp_asgi.protocol.request import META_VERSION_KEY, McpRequest
 from mcp_asgi.protocol.validate import validate
 from mcp_asgi.runtime import RequestRuntime, input_rounds, result_options
 from mcp_asgi.server.context import Context
@@ -200,7 +200,7 @@ class StdioConnection:
     def _prepare(self, message: IncomingMessage) -> tuple[McpRequest, Call]:
         """The validated request and what answers it, in its era."""
         meta = message.params.get("_meta")
-        modern = isinstance(meta, dict) and META_PREFIX + "protocolVersion" in meta
+        modern = isinstance(meta, dict) and META_VERSION_KEY in meta
         if message.method == "initialize" and not modern:
             return self._initialize(message)
         if modern or self._session is None:

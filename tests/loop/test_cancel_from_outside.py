@@ -15,6 +15,15 @@ import pytest
 from mcp_asgi._loop import cancel_from_outside, drop_redelivery, new_cancel_scope
 
 
+async def until_cancelled(notes: list[str], note: str) -> None:
+    """Waits until cancelled; notes `note` when it is, and lets the cancellation go on."""
+    try:
+        await anyio.sleep_forever()
+    except anyio.get_cancelled_exc_class():
+        notes.append(note)
+        raise
+
+
 async def test_the_tasks_inside_the_scope_are_cancelled_and_the_scope_swallows_it() -> None:
     scope = new_cancel_scope()
     entered = anyio.Event()
@@ -23,11 +32,7 @@ async def test_the_tasks_inside_the_scope_are_cancelled_and_the_scope_swallows_i
     async def handler() -> None:
         with scope:
             entered.set()
-            try:
-                await anyio.sleep_forever()
-            except anyio.get_cancelled_exc_class():
-                notes.append("cancelled")
-                raise
+            await until_cancelled(notes, "cancelled")
         notes.append("after the scope")
 
     async with anyio.create_task_group() as tg:
@@ -53,11 +58,7 @@ async def test_a_shielded_step_inside_the_scope_completes_before_the_cancel_land
                 await release.wait()
                 await anyio.lowlevel.checkpoint()  # inside the shield: not cancelled
                 notes.append("step completed")
-            try:
-                await anyio.sleep_forever()
-            except anyio.get_cancelled_exc_class():
-                notes.append("cancelled after the step")
-                raise
+            await until_cancelled(notes, "cancelled after the step")
         notes.append("after the scope")
 
     async with anyio.create_task_group() as tg:

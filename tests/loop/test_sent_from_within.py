@@ -11,7 +11,7 @@ import pytest
 
 from mcp_asgi._loop import Begun, at_once, new_cancel_scope, sent_from_within
 
-pytestmark = [pytest.mark.anyio]
+pytestmark = [pytest.mark.anyio, pytest.mark.fast_paths]
 
 
 @pytest.fixture

@@ -30,6 +30,15 @@ async def fails(turns: int) -> str:
     raise ValueError(f"failed after {turns} waits")
 
 
+async def blocked(notes: list[str]) -> str:
+    """Waits until cancelled, noting that it stopped."""
+    try:
+        await anyio.sleep_forever()
+    finally:
+        notes.append("stopped")
+    return "never"
+
+
 async def test_a_coroutine_that_never_waits_gives_its_value() -> None:
     assert await within_after_first_step(10, at_once()) == "at once"
 
@@ -46,15 +55,7 @@ async def test_its_exception_is_raised(turns: int) -> None:
 
 async def test_a_coroutine_that_waits_too_long_is_given_up() -> None:
     notes: list[str] = []
-
-    async def blocked() -> str:
-        try:
-            await anyio.sleep_forever()
-        finally:
-            notes.append("stopped")
-        return "never"
-
-    assert await within_after_first_step(0.02, blocked()) is TIMED_OUT
+    assert await within_after_first_step(0.02, blocked(notes)) is TIMED_OUT
     assert notes == ["stopped"]
     await anyio.lowlevel.checkpoint()  # and no cancellation is left pending
 
@@ -62,14 +63,8 @@ async def test_a_coroutine_that_waits_too_long_is_given_up() -> None:
 async def test_a_cancellation_from_outside_passes_through() -> None:
     notes: list[str] = []
 
-    async def blocked() -> None:
-        try:
-            await anyio.sleep_forever()
-        finally:
-            notes.append("stopped")
-
     async def waiter() -> None:
-        await within_after_first_step(10, blocked())
+        await within_after_first_step(10, blocked(notes))
         notes.append("returned")
 
     async with anyio.create_task_group() as tg:
