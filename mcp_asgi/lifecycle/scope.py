@@ -461,11 +461,19 @@ class RequestScope:
         """Watch the request, and act on why the watcher stopped (in the request's own
         task, or in one of its own beside the handler). If watching fails (`receive()`
         raised), the handler is stopped (with no reason of its own) and the failure
-        raised."""
+        raised; once the request has ended (a watcher in a task of its own that nobody
+        waits for any more) it is logged instead."""
         watcher = self._watching()
         try:
             end = await watcher.watch(receive)
         except Exception:  # (a cancellation from outside is the runner's to handle)
+            if self._phase is _ENDED:  # the request is over: nobody waits for this task
+                _errors.warning(
+                    "receive() failed after the request ended",
+                    exc_info=True,
+                    extra={"request_id": self._request.id, "method": self._request.method},
+                )
+                return
             self._watch_failed()
             raise
         if end is _CLIENT_GONE:

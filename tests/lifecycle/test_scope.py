@@ -11,6 +11,7 @@ import logging
 import threading
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import pytest
 from starlette.types import Message
@@ -325,6 +326,78 @@ async def test_a_cancel_before_the_watcher_starts_is_not_lost() -> None:
         await scope.run(wire.receive, handler)
     assert scope.reason is CancelReason.SERVER_SHUTDOWN
     assert scope.phase is Phase.ENDED
+
+
+async def test_receive_failing_while_the_handler_waits_stops_it_and_is_raised() -> None:
+    """`receive()` raising while the handler waits (a server's bug, a broken connection):
+    nothing would watch the request any more, so the handler is stopped and the failure
+    raised (the middleware answers it as an internal error)."""
+    wire = wire_for("tools/call", {"name": "x"}, accept=JSON)
+    await wire.receive()  # the body was read by the middleware
+    scope = request_scope(wire.send)
+    started = anyio.Event()
+    stopped: list[bool] = []
+
+    async def receive() -> Message:
+        await started.wait()
+        raise RuntimeError("the connection broke")
+
+    async def handler() -> JsonObject:
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            stopped.append(True)
+        return {"content": []}
+
+    async with watchdog():
+        with pytest.raises(Exception) as raised:  # noqa: PT011 (checked below)
+            await scope.run(receive, handler)
+    # in the request's task as it is (asyncio); in a task group's group elsewhere (trio,
+    # the plain-anyio path): either way the middleware answers an internal error
+    failure = raised.value
+    failures = getattr(failure, "exceptions", (failure,))
+    assert [repr(f) for f in failures] == [repr(RuntimeError("the connection broke"))]
+    assert stopped == [True]
+    assert scope.phase is Phase.ENDED
+
+
+@pytest.mark.fast_paths
+async def test_receive_failing_after_the_request_ended_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The watcher's own task (the handler waited, then answered) is not waited for once
+    the request is over; a `receive()` that raises after that is logged as a warning, not
+    left in a task whose exception nobody retrieves."""
+    caplog.set_level(logging.WARNING, logger="mcp_asgi.errors")
+    wire = wire_for("tools/call", {"name": "x"}, accept=JSON)
+    await wire.receive()  # the body was read by the middleware
+    answered = anyio.Event()
+
+    async def send(message: Message) -> None:
+        await wire.send(message)
+        if message["type"] == "http.response.body" and not message.get("more_body"):
+            answered.set()
+
+    async def receive() -> Message:
+        await answered.wait()
+        raise RuntimeError("the connection broke")
+
+    async def handler() -> JsonObject:
+        await anyio.lowlevel.checkpoint()  # it waits: the watcher gets a task of its own
+        return {"content": []}
+
+    scope = request_scope(send)
+    async with watchdog():
+        await scope.run(receive, handler)
+        watcher = scope.watcher_task
+        assert watcher is not None
+        await watcher.join()
+    assert watcher.error() is None
+    assert wire.result == {"content": []}
+    [record] = [r for r in caplog.records if r.name == "mcp_asgi.errors"]
+    assert record.getMessage() == "receive() failed after the request ended"
+    assert record.levelno == logging.WARNING
 
 
 async def test_the_cancel_token_is_set_whenever_it_is_first_asked_for() -> None:
