@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -75,6 +76,8 @@ class Case:
     tool: str = "echo"
     prepare: Callable[[Any, str], Awaitable[Request]] | None = None
     cancelled: bool = False
+    fill_threads: bool = False
+    """Grow the worker pool to `CONCURRENCY` threads before the warm-up (a `def` tool)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -102,6 +105,11 @@ class _Started:
 
 
 STARTED = _Started()
+# `all_in_threads` returns once CONCURRENCY calls of it are in their threads together: one
+# round of it grows the worker pool to the load's size before the warm-up (a thread's start
+# is a one-off of the pool growing, not a cost of each call; left to the warm-up, the pool
+# grows over the counted batches too, as the threads' turns fall under valgrind)
+ALL_IN = threading.Barrier(CONCURRENCY)
 
 
 def mcp_app(
@@ -138,6 +146,12 @@ def mcp_app(
         STARTED()
         await anyio.sleep_forever()
         return "never"
+
+    @mcp.tool()
+    def all_in_threads() -> str:
+        """Return once every call of the round is in a thread of its own."""
+        ALL_IN.wait(timeout=120)
+        return "all in"
 
     if tasks:
 
@@ -305,7 +319,7 @@ def _off(**features: Any) -> Callable[[], Any]:
 GOALS: dict[str, Case] = {
     "floor": Case("Starlette route (floor)", targets.starlette_floor_app),
     "async": Case("`async` echo (defaults)", _defaults),
-    "def": Case("`def` echo (defaults)", _defaults, tool="echo_sync"),
+    "def": Case("`def` echo (defaults)", _defaults, tool="echo_sync", fill_threads=True),
     "cancelled": Case("call cancelled by its client (defaults)", _defaults, cancelled=True),
 }
 FEATURES: dict[str, Case] = {
@@ -368,21 +382,40 @@ async def _echoes(app: Any, request: Request, calls: int) -> None:
 
 
 async def _cancels(app: Any, request: Request, calls: int) -> None:
-    """`calls` calls of `hang`, `CONCURRENCY` at a time: each burst waits until every
-    handler has started, then every client leaves at once."""
-    for _ in range(calls // CONCURRENCY):
-        gone = asyncio.Event()
-        started = STARTED.count
-        tasks = [
-            asyncio.ensure_future(call(app, request.headers, request.payload, gone))
-            for _ in range(CONCURRENCY)
-        ]
-        await STARTED.wait(started + CONCURRENCY)
-        gone.set()
-        for messages in await asyncio.gather(*tasks):
+    """`calls` calls of `hang`, `CONCURRENCY` at a time, each made by one of `CONCURRENCY`
+    workers as `_echoes` makes its calls (no task of its own per call: the floor's and the
+    echoes' calls have none either): each round waits until every handler has started,
+    then every client leaves at once."""
+    headers, payload = request.headers, request.payload
+    rounds = [asyncio.Event() for _ in range(calls // CONCURRENCY)]
+
+    async def worker() -> None:
+        for gone in rounds:
+            messages = await call(app, headers, payload, gone)
             start = next(m for m in messages if m["type"] == "http.response.start")
             if start["status"] != 499 and b'"error"' not in _body(messages):
                 raise RuntimeError(f"not cancelled: {messages}")
+
+    async def leave() -> None:
+        started = STARTED.count
+        for gone in rounds:  # a worker starts its next call only once its last has ended
+            started += CONCURRENCY
+            await STARTED.wait(started)
+            gone.set()
+
+    await asyncio.gather(leave(), *(worker() for _ in range(CONCURRENCY)))
+
+
+async def _fill_threads(app: Any) -> None:
+    """One round of `all_in_threads`, `CONCURRENCY` at once: the pool then has a thread for
+    each call in flight."""
+    fill = _modern("all_in_threads", {})
+    rounds = await asyncio.gather(
+        *(call(app, fill.headers, fill.payload) for _ in range(CONCURRENCY))
+    )
+    for messages in rounds:
+        if b"all in" not in _body(messages):
+            raise RuntimeError(f"the threads were not filled: {messages}")
 
 
 def mark(label: str) -> None:
@@ -415,6 +448,8 @@ async def drive(name: str, batches: list[int]) -> None:
             reply = _body(await call(app, request.headers, first))
             if request.expect not in reply or b'"result"' not in reply:
                 raise RuntimeError(f"{name}: the echo failed: {reply[:300]!r}")
+        if case.fill_threads:
+            await _fill_threads(app)
         await run(app, request, WARM_UP)
         mark("warm-up")
         for calls in batches:
