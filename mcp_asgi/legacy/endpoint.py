@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager, asynccontextmanager
 from dataclasses import replace
+from functools import partial
 from typing import Final, Protocol
 
 import anyio
@@ -355,11 +356,10 @@ class LegacyEndpoint:
         with ids); initialize's reply is not resumed."""
         if mode == "json" or request.method == "initialize":
             return ReplyWriter(send, mode)
-        log = EventLog.new(self._store, session.id, "r", self._log_settings)
         return ResumableWriter(
             send,
             mode,
-            log,
+            partial(EventLog.new, self._store, session.id, "r", self._log_settings),
             prime=session.protocol_version >= "2025-11-25",  # older clients reject empty data
             outlives=not self._disconnect_cancels,
         )

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 import anyio
 
@@ -214,6 +214,7 @@ class ResumableWriter(ReplyWriter):
         "_final",
         "_live",
         "_log",
+        "_new_log",
         "_order",
         "_outlives",
         "_prime",
@@ -222,16 +223,28 @@ class ResumableWriter(ReplyWriter):
     )
 
     def __init__(
-        self, send: Any, mode: ResponseMode, log: EventLog, *, prime: bool, outlives: bool
+        self,
+        send: Any,
+        mode: ResponseMode,
+        log: EventLog | Callable[[], EventLog],
+        *,
+        prime: bool,
+        outlives: bool,
     ) -> None:
+        """`log`: the stream's log, or what makes it at the first event (a reply that logs
+        nothing, most of them, never has one)."""
         super().__init__(send, mode)
-        self._log = log
+        if isinstance(log, EventLog):
+            self._log: EventLog | None = log
+            self._new_log: Callable[[], EventLog] | None = None
+        else:
+            self._log, self._new_log = None, log
         self._prime = prime
         self._outlives = outlives
         self._live = True
         self._final = False
         self._started_log = False
-        self._order = anyio.Lock()
+        self._order: anyio.Lock | None = None  # made by the first event (most have none)
         self.closed_early = False
         """`close_early` ended the HTTP response: the client polls, the request goes on."""
 
@@ -276,11 +289,11 @@ class ResumableWriter(ReplyWriter):
 
     async def close_early(self) -> bool:
         """End the HTTP response with a `retry` hint; the request goes on, logged."""
-        async with self._order:
+        async with self._ordered():
             if self._mode == "json" or not self._live or self.state is ReplyState.DONE:
                 return False
             await self._open_log()
-            retry = f"retry: {self._log.settings.retry_ms}\n\n".encode()
+            retry = f"retry: {self._event_log().settings.retry_ms}\n\n".encode()
             self._live = False
             self._outlives = self.closed_early = True
             await self._write(retry, final=True)
@@ -305,12 +318,12 @@ class ResumableWriter(ReplyWriter):
         await super().end()
 
     async def _emit(self, body: bytes, *, final: bool, note: str | None = None) -> bool:
-        async with self._order:
+        async with self._ordered():
             if self._final:
                 return False
             await self._open_log()
             try:
-                event_id: str | None = await self._log.append(body, final=final, note=note)
+                event_id: str | None = await self._event_log().append(body, final=final, note=note)
             except StoreUnavailable:  # logged once by the store: sent live, not resumable
                 event_id = None
             self._final = final
@@ -320,22 +333,39 @@ class ResumableWriter(ReplyWriter):
                 self._live = False
             return self._outlives
 
+    def _event_log(self) -> EventLog:
+        """The stream's log, made by its first use."""
+        log = self._log
+        if log is None:
+            log = self._log = cast("Callable[[], EventLog]", self._new_log)()
+        return log
+
+    def _ordered(self) -> anyio.Lock:
+        """The lock that keeps the events in order (logged, then written)."""
+        order = self._order
+        if order is None:
+            order = self._order = anyio.Lock()
+        return order
+
     async def _open_log(self) -> None:
         """Start the log before the first event; prime a 2025-11-25 client."""
         if self._started_log:
             return
         self._started_log = True
         try:
-            first = await self._log.start()
+            first = await self._event_log().start()
         except StoreUnavailable:
             return  # no priming event: nothing to resume from
         if self._prime:
-            self._preamble = priming(first, self._log.settings.retry_ms)
+            self._preamble = priming(first, self._event_log().settings.retry_ms)
 
     async def _end_log(self) -> None:
+        order = self._order
+        if self._final or (not self._started_log and (order is None or not order.locked())):
+            return  # ended, or nothing logged and nothing about to be (most: a JSON reply)
         with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
-            async with self._order:
-                if self._started_log and not self._final and self._log.kind == "r":
+            async with self._ordered():
+                if self._started_log and not self._final and self._event_log().kind == "r":
                     self._final = True
                     with contextlib.suppress(StoreUnavailable):  # a follower then times out
-                        await self._log.end()
+                        await self._event_log().end()
