@@ -85,6 +85,10 @@ async def exchange(
         await (gone or done).wait()
         return {"type": "http.disconnect"}
 
+    # as uvicorn's, it only waits on an asyncio.Event: mcp_asgi begins it in the request's
+    # own task, as it does uvicorn's (`mcp_asgi.lifecycle.armed`); other apps ignore this
+    receive.plain_receive = True  # type: ignore[attr-defined]
+
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
         if message["type"] == "http.response.body" and not message.get("more_body", False):

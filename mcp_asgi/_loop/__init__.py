@@ -10,7 +10,8 @@ lifespan, asyncio only).
                 without anyio's re-delivery once left (drop_redelivery)
     eager       at_once: an awaitable's first step taken now (its value, or the wait it began)
     interrupt   within / Waits / Interruptible: waits ended by the task's own cancellation;
-                within_after_first_step: no limit for what ends in its first step
+                within_after_first_step: no limit for what ends in its first step;
+                add_deadline / discard_deadline: a call at a time, on the loop's one timer
     tasks       beside (a one-child task group), Task (an asyncio task of its own: a
                 watcher beside its handler),
                 checkpoint (anyio's, without its backend lookup on asyncio)
@@ -35,7 +36,16 @@ from mcp_asgi._loop.current import (
     sent_from_within,
 )
 from mcp_asgi._loop.eager import Begun, at_once
-from mcp_asgi._loop.interrupt import TIMED_OUT, TimedOut, Waits, within, within_after_first_step
+from mcp_asgi._loop.interrupt import (
+    TIMED_OUT,
+    Due,
+    TimedOut,
+    Waits,
+    add_deadline,
+    discard_deadline,
+    within,
+    within_after_first_step,
+)
 from mcp_asgi._loop.line import Line
 from mcp_asgi._loop.switch import plain_anyio, use_plain_anyio
 from mcp_asgi._loop.tasks import Beside, Task, beside, checkpoint
@@ -46,14 +56,17 @@ __all__ = [
     "Begun",
     "Beside",
     "Clock",
+    "Due",
     "Line",
     "Task",
     "TimedOut",
     "Waits",
+    "add_deadline",
     "at_once",
     "beside",
     "cancel_from_outside",
     "checkpoint",
+    "discard_deadline",
     "drop_redelivery",
     "loop_clock",
     "native_task",

@@ -16,6 +16,7 @@ that answers without waiting needs no watcher beside it.
 
 from __future__ import annotations
 
+import asyncio
 import types
 from collections.abc import Awaitable, Generator
 from typing import Any, Generic, Protocol, TypeVar
@@ -65,7 +66,9 @@ class Begun(Generic[T]):
         pending = self._pending
         if pending is not _TAKEN:  # the first step's yield, handed to the task now
             self._pending = _TAKEN
-            return pending
+            if not (isinstance(pending, asyncio.Future) and pending.done()):
+                return pending
+            value = None  # a wait over already: gone on with at once, no turn of the loop
         if self._coroutine:
             return self._steps.send(value)
         return next(self._steps) if value is None else self._steps.send(value)
@@ -91,6 +94,31 @@ class Begun(Generic[T]):
         close = getattr(self._steps, "close", None)
         if close is not None:
             close()
+
+    @property
+    def pending(self) -> Any:
+        """What it waits for, not yet handed to a task (`_TAKEN` once handed out)."""
+        return self._pending
+
+    def step(self) -> None:
+        """Take its next step now, in the running task, instead of awaiting it (what it
+        waited for is over): raises `StopIteration` with its value if it ends there, else
+        it waits again (`pending`)."""
+        self._pending = _TAKEN
+        self._pending = self.send(None)
+
+    def abandon(self) -> None:
+        """Give it up, in the running task: what it waits for is cancelled (an asyncio
+        future) and a `CancelledError` is thrown in, as a task's cancellation would; closed
+        if it waits on regardless. Its other exceptions are raised."""
+        pending, self._pending = self._pending, _TAKEN
+        if isinstance(pending, asyncio.Future):
+            pending.cancel()
+        try:
+            self.throw(asyncio.CancelledError())
+        except (asyncio.CancelledError, StopIteration):
+            return
+        self.close()
 
 
 _TAKEN: Any = object()  # `Begun._pending` once its first yield was handed out

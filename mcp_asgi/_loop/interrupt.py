@@ -20,7 +20,7 @@ import math
 import types
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 
@@ -133,6 +133,9 @@ class _Wait:
             self._ended = True
             task.cancel()
 
+    time_up = _end_wait
+    """What `_Deadlines` calls at the wait's time (`Due`)."""
+
 
 class Interruptible(_Wait):
     """Waits of one asyncio task (3.11+, from `native_task()`), each ended early by a time or
@@ -222,6 +225,24 @@ async def _timed_out() -> TimedOut:
     return TIMED_OUT
 
 
+class Due(Protocol):
+    """What a loop's deadlines hold: `time_up()` is called on the loop once its time comes
+    (unless discarded first)."""
+
+    def time_up(self) -> None: ...
+
+
+def add_deadline(due: Due, until: float) -> None:
+    """Call `due.time_up()` once the running loop's clock reaches `until` (asyncio; one
+    loop timer for every deadline of the loop)."""
+    _deadlines(asyncio.get_running_loop()).add(due, until)
+
+
+def discard_deadline(due: Due) -> None:
+    """`due`'s time no longer counts (on the loop that `add_deadline` was called on)."""
+    _deadlines(asyncio.get_running_loop()).discard(due)
+
+
 class _Deadlines:
     """The time limits of one event loop's waits (`Interruptible`, `Waits`), kept by one loop timer
     set for the earliest of them: when it fires, it interrupts every wait whose time has
@@ -235,18 +256,18 @@ class _Deadlines:
         # task: one callback of the loop's for all those of a turn (`loop.call_soon` is
         # Python code: dearer, per request, than the rest of the stop)
         self._later: list[tuple[Waits, asyncio.Task[object]]] | None = None
-        self._waits: dict[_Wait, float] = {}  # each running wait, until when
+        self._waits: dict[Due, float] = {}  # each running wait (or other `Due`), until when
         # the pending timer, weakly: it holds its loop, which must stay free to go
         self._timer: weakref.ref[asyncio.TimerHandle] | None = None
         self._at = math.inf  # when the timer fires
 
-    def add(self, wait: _Wait, until: float) -> None:
+    def add(self, wait: Due, until: float) -> None:
         """Interrupt `wait` once the loop's clock reaches `until` (unless discarded)."""
         self._waits[wait] = until
         if until < self._at:
             self._set(asyncio.get_running_loop(), until)
 
-    def discard(self, wait: _Wait) -> None:
+    def discard(self, wait: Due) -> None:
         """`wait` is over: its time limit no longer counts (the timer may then fire for
         nothing, and is set again for the next)."""
         self._waits.pop(wait, None)
@@ -287,7 +308,7 @@ class _Deadlines:
         due = [wait for wait, until in self._waits.items() if until <= now]
         for wait in due:
             del self._waits[wait]
-            wait._end_wait()  # that wait only (a Waits is not stopped by its time)
+            wait.time_up()  # that wait only (a Waits is not stopped by its time)
         if self._waits:  # a timer may fire a hair early (the loop's clock resolution)
             self._set(loop, min(self._waits.values()))
 

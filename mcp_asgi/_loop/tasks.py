@@ -29,6 +29,8 @@ path), and on asyncio a `Task` for the watcher of a handler that waits. With `be
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import sys
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from types import TracebackType
@@ -48,15 +50,21 @@ def beside(fn: Child, *args: Any) -> Beside:
 
 
 class Task:
-    """`fn(*args)` as an asyncio task of its own, in a copy of the current context (asyncio
-    only: `current.on_asyncio()`)."""
+    """`fn(*args)` as an asyncio task of its own, in a copy of the current context, or in
+    `context` (asyncio only: `current.on_asyncio()`)."""
 
     __slots__ = ("_task",)
 
-    def __init__(self, fn: Child, *args: Any) -> None:
+    def __init__(self, fn: Child, *args: Any, context: contextvars.Context | None = None) -> None:
+        """`context` (Python 3.11+) is the one the task runs in, else a copy of the
+        current one."""
+        loop = asyncio.get_running_loop()
         # create_task runs the task in a copy of the current context (contextvars), as
         # before it copy_context().run(create_task) did with a copy of that copy
-        self._task = asyncio.get_running_loop().create_task(fn(*args))
+        if sys.version_info >= (3, 11) and context is not None:
+            self._task = loop.create_task(fn(*args), context=context)
+        else:
+            self._task = loop.create_task(fn(*args))
 
     def done(self) -> bool:
         return self._task.done()

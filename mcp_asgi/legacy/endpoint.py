@@ -48,6 +48,7 @@ from mcp_asgi.legacy.sessions import (
 )
 from mcp_asgi.legacy.shared import SharedSessions
 from mcp_asgi.legacy.stream import serve_stream
+from mcp_asgi.lifecycle.armed import begins_plainly
 from mcp_asgi.lifecycle.scope import RequestScope
 from mcp_asgi.limits import ClientLimits
 from mcp_asgi.protocol.headers import header
@@ -438,13 +439,25 @@ def _receive_with_release(receive: Receive, release: Release, writer: ReplyWrite
     request may run on, with `legacy_disconnect_cancels=False`), and that never reports
     the end of a connection the handler closed early (`ctx.close_stream()`): the client
     polls, the request goes on."""
+    return _ReceiveWithRelease(receive, release, writer)
 
-    async def receive_with_release() -> Message:
-        message = await receive()
+
+class _ReceiveWithRelease:
+    """`_receive_with_release`'s receive: plain where `receive` is (`lifecycle.armed`)."""
+
+    __slots__ = ("_receive", "_release", "_writer", "plain_receive")
+
+    def __init__(self, receive: Receive, release: Release, writer: ReplyWriter) -> None:
+        self._receive = receive
+        self._release = release
+        self._writer = writer
+        self.plain_receive = begins_plainly(receive)
+
+    async def __call__(self) -> Message:
+        message = await self._receive()
         if message["type"] == "http.disconnect":
-            release()
+            self._release()
+            writer = self._writer
             if isinstance(writer, ResumableWriter) and writer.closed_early:
                 await anyio.sleep_forever()
         return message
-
-    return receive_with_release

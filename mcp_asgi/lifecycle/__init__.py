@@ -3,6 +3,8 @@
     scope          RequestScope: the one owner of a request's fate (cancel, the write
                    choke point, the record, the outcome; its Phase)
     runner         runs the handler's task and the watcher's; carries out, never decides
+    armed          ArmedWatch: the client watched from the handler's task while it waits,
+                   the watcher's task only once something happens; `plain` receives
     watcher        Watcher: reads `receive()` for a disconnect, keeps the stream alive,
                    holds the deadline; reports why it stopped, never acts on the scope
     outcome        RequestRecord (the frozen record observers get), Outcome, SideEffect,

@@ -4,14 +4,17 @@
 
     on asyncio     RequestScope.handle, in the request's own task: the handler's first step
                    at once; an answer there needs no watcher (most requests). Once the
-                   handler waits: RequestScope.watch in a task of its own (`watch_beside`),
-                   and what the request's task is sent or thrown is heard by the scope first:
+                   handler waits, the client is watched from this task (`lifecycle.armed`)
+                   until something happens, then by RequestScope.watch in a task of its
+                   own (`watch_beside`); what the request's task is sent or thrown is heard
+                   by the scope first:
                    cancelled from outside (a server's shutdown) ──► recorded as
                    `server_shutdown` before the handler hears of it; the cancellation goes
                    on; RequestScope.stopped_from_outside, shielded
     elsewhere      (trio, the plain-anyio path) the handler in a child task (`beside`), the
                    watcher in the request's own
-    at the end     the watcher's task waited for; RequestScope.finish, however it ended
+    at the end     the watcher's task waited for (if any, and busy); RequestScope.finish,
+                   however it ended
 
 The scope decides everything; this module only carries it out.
 """
@@ -19,13 +22,14 @@ The scope decides everything; this module only carries it out.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
 import anyio
-from starlette.types import Receive
+from starlette.types import Message, Receive
 
-from mcp_asgi._loop import Task, beside, on_asyncio
+from mcp_asgi._loop import Begun, Task, beside, on_asyncio
 from mcp_asgi.protocol.jsonrpc import JsonObject
 
 Call = Callable[..., Awaitable[JsonObject]]
@@ -47,7 +51,12 @@ class Steps(Protocol):
 
     async def handle(self, call: Call, args: Args, receive: Receive | None) -> None: ...
 
-    async def watch(self, receive: Receive) -> None: ...
+    async def watch(
+        self,
+        receive: Receive,
+        first: Begun[Message] | Message | None = None,
+        since: float | None = None,
+    ) -> None: ...
 
     async def stopped_from_outside(self) -> None: ...
 
@@ -64,10 +73,17 @@ def run(steps: Steps, receive: Receive, call: Call, args: Args = ()) -> Coroutin
     return _run_beside(steps, receive, call, args)
 
 
-def watch_beside(steps: Steps, receive: Receive) -> Task:
-    """The watcher in a task of its own, beside a handler that now waits in the request's
-    task (asyncio). (A failure of `watch` stops the handler: `watch` sees to it.)"""
-    return Task(steps.watch, receive)
+def watch_beside(
+    steps: Steps,
+    receive: Receive,
+    first: Begun[Message] | Message | None,
+    since: float,
+    context: contextvars.Context | None,
+) -> Task:
+    """The watcher in a task of its own (in `context`), beside a handler waiting in the
+    request's task (asyncio), going on with `first`, a `receive()` begun there. (A failure
+    of `watch` stops the handler: `watch` sees to it.)"""
+    return Task(steps.watch, receive, first, since, context=context)
 
 
 async def _run_in_request_task(steps: Steps, receive: Receive, call: Call, args: Args) -> None:

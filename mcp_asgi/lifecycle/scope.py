@@ -20,15 +20,17 @@ decides.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import enum
 import math
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractContextManager
 from typing import Any, Final, TypeVar
 
 import anyio
-from starlette.types import Receive
+from starlette.types import Message, Receive
 
 from mcp_asgi._loggers import errors_logger as _errors
 from mcp_asgi._loop import (
@@ -45,6 +47,7 @@ from mcp_asgi._loop import (
 )
 from mcp_asgi.http.reply import ReplyWriter
 from mcp_asgi.lifecycle import runner
+from mcp_asgi.lifecycle.armed import ArmedWatch, begins_plainly
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled, signal_token
 from mcp_asgi.lifecycle.cancel_log import listens, log_cancelled, log_ignored, log_orphan_exited
 from mcp_asgi.lifecycle.lazy_event import LazyEvent
@@ -56,7 +59,7 @@ from mcp_asgi.lifecycle.outcome import (
     SideEffect,
     signalled_after,
 )
-from mcp_asgi.lifecycle.watcher import WatchEnd, Watcher
+from mcp_asgi.lifecycle.watcher import WatchEnd, Watcher, quiet_for
 from mcp_asgi.lifecycle.work import RunningWork, ThreadSlots
 from mcp_asgi.protocol import jsonrpc
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, JsonObject, McpError
@@ -103,6 +106,7 @@ class RequestScope:
     __slots__ = (
         "__weakref__",
         "_activates",
+        "_armed",
         "_cancel_grace",
         "_cancel_on_disconnect",
         "_clock",
@@ -189,6 +193,7 @@ class RequestScope:
         self._watcher: Watcher | None = None  # made when it first watches (most never do)
         self._unwatched = False  # stopped before the watcher was made
         self._watcher_task: Task | None = None  # the watcher's own task (asyncio), if any
+        self._armed: ArmedWatch | None = None  # watched from the handler's task (asyncio)
 
     # -- read-only state ---------------------------------------------------------------
 
@@ -388,10 +393,10 @@ class RequestScope:
         context active), write its final reply, then stop the watcher.
 
         Its first step is taken at once. With `receive` (asyncio: this is the request's own
-        task), a handler that then waits gets the watcher in a task of its own, and what
-        this task is thrown while the handler waits is heard here first
-        (`thrown`): a cancellation from outside is recorded before the handler sees it.
-        Without (`receive` None), the watcher is already running in another task."""
+        task), a handler that then waits is watched from here until something happens
+        (`_watch_from_here`), and what this task is thrown while the handler waits is heard
+        here first (`thrown`): a cancellation from outside is recorded before the handler
+        sees it. Without (`receive` None), the watcher is already running in another task."""
         try:
             final: JsonObject | None = None  # stays None if cancelled
             try:
@@ -401,7 +406,7 @@ class RequestScope:
                         if isinstance(result, Begun):
                             if receive is not None:
                                 result.tell(self)
-                                self._watcher_task = runner.watch_beside(self, receive)
+                                self._watch_from_here(receive)
                             result = await result
                         final = self._answer(result)
                     except Exception as exc:
@@ -457,15 +462,21 @@ class RequestScope:
         if self._reason is None and self._phase < _ANSWERING:
             cancel_from_outside(self._handler_scope)
 
-    async def watch(self, receive: Receive) -> None:
+    async def watch(
+        self,
+        receive: Receive,
+        first: Begun[Message] | Message | None = None,
+        since: float | None = None,
+    ) -> None:
         """Watch the request, and act on why the watcher stopped (in the request's own
-        task, or in one of its own beside the handler). If watching fails (`receive()`
-        raised), the handler is stopped (with no reason of its own) and the failure
-        raised; once the request has ended (a watcher in a task of its own that nobody
-        waits for any more) it is logged instead."""
+        task, or in one of its own beside the handler; `first` and `since` as
+        `Watcher.watch`: a `receive()` begun in the handler's task). If watching fails
+        (`receive()` raised), the handler is stopped (with no reason of its own) and the
+        failure raised; once the request has ended (a watcher in a task of its own that
+        nobody waits for any more) it is logged instead."""
         watcher = self._watching()
         try:
-            end = await watcher.watch(receive)
+            end = await watcher.watch(receive, first, since)
         except Exception:  # (a cancellation from outside is the runner's to handle)
             if self._phase is _ENDED:  # the request is over: nobody waits for this task
                 _errors.warning(
@@ -520,11 +531,67 @@ class RequestScope:
         return watcher
 
     def _stop_watching(self) -> None:
-        """Stop the watcher (or the one to come). Idempotent."""
-        if self._watcher is not None:
+        """Stop the watcher (or the one to come). A watch from the handler's task ends: in
+        that task if the request was answered, else in the watcher's task, which tells the
+        client. Idempotent."""
+        armed = self._armed
+        if armed is not None:
+            self._armed = None
+            if self._reason is not None:
+                self._unwatched = True  # the watcher's task starts stopped
+                armed.fire()
+                return
+            try:
+                armed.finish()
+            except Exception:
+                _errors.warning(
+                    "receive() failed after the reply",
+                    exc_info=True,
+                    extra={"request_id": self._request.id, "method": self._request.method},
+                )
+        elif self._watcher is not None:
             self._watcher.stop()
         else:
             self._unwatched = True
+
+    def _watch_from_here(self, receive: Receive) -> None:
+        """The handler waits in this, the request's own task: the client is watched from
+        here (`ArmedWatch`) until something happens, then by the watcher's task. By the
+        watcher's task from the start where `receive` is not known to be plain
+        (`begins_plainly`), waits on anything but an asyncio future or answers at once, or
+        the request was signalled in the handler's first step (and on Python 3.10, whose
+        tasks cannot be given a context)."""
+        since = self._clock()
+        if self._reason is not None or sys.version_info < (3, 11) or not begins_plainly(receive):
+            self.start_watcher(receive, None, since, None)
+            return
+        context = contextvars.copy_context()  # the request's, for the watcher's task
+        first = at_once(receive())
+        if isinstance(first, Begun) and isinstance(first.pending, asyncio.Future):
+            interval = quiet_for(self._keepalive_interval, self._writer.streams)
+            self._armed = ArmedWatch(
+                self,
+                receive,
+                first,
+                since=since,
+                until=min(self._deadline, since + interval),
+                context=context,
+            )
+        else:
+            self.start_watcher(receive, first, since, context)
+
+    def start_watcher(
+        self,
+        receive: Receive,
+        first: Begun[Message] | Message | None,
+        since: float,
+        context: contextvars.Context | None,
+    ) -> None:
+        """The watcher's own task, beside the handler waiting in the request's task, going
+        on with `first` (a `receive()` begun there) in the request's `context` (None: a
+        copy of the current one, the request's own task's)."""
+        self._armed = None
+        self._watcher_task = runner.watch_beside(self, receive, first, since, context)
 
     def _client_gone(self, *, from_watcher: bool = False) -> bool:
         """The client went away: cancel, unless this scope outlives disconnects (then only

@@ -25,9 +25,9 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import anyio
-from starlette.types import Receive
+from starlette.types import Message, Receive
 
-from mcp_asgi._loop import TIMED_OUT, Clock, TimedOut, Waits
+from mcp_asgi._loop import TIMED_OUT, Begun, Clock, TimedOut, Waits
 
 T = TypeVar("T")
 
@@ -44,6 +44,12 @@ class WatchEnd(enum.Enum):
 
 
 _CLIENT_GONE, _DEADLINE, _STOPPED = WatchEnd  # module globals: no Enum class lookup
+
+
+def quiet_for(keepalive_interval: float, streams: bool) -> float:
+    """How long a reply may be quiet before a keep-alive is written: `keepalive_interval`
+    for a reply that streams (0: never), else never (inf)."""
+    return keepalive_interval if streams and keepalive_interval > 0 else math.inf
 
 
 class Watcher(Waits):
@@ -66,20 +72,34 @@ class Watcher(Waits):
         super().__init__()
         self._clock = clock or anyio.current_time
         self._deadline = deadline
-        self._keepalive = keepalive if keepalive_interval > 0 else None
-        self._interval = keepalive_interval if self._keepalive is not None else math.inf
+        self._interval = quiet_for(keepalive_interval, keepalive is not None)
+        self._keepalive = keepalive if self._interval < math.inf else None
 
     def stop(self) -> None:
         """Stop watching: a running `watch` or `until_deadline` returns STOPPED, and so does
         every later one at once. Idempotent."""
         self.interrupt()
 
-    async def watch(self, receive: Receive) -> WatchEnd:
+    async def watch(
+        self,
+        receive: Receive,
+        first: Begun[Message] | Message | None = None,
+        since: float | None = None,
+    ) -> WatchEnd:
         """Wait until the client is gone, the deadline passes, or `stop()`; write a
-        keep-alive each time the reply has been quiet for the interval."""
+        keep-alive each time the reply has been quiet for the interval.
+
+        `first`: a `receive()` already begun (or its message, if it answered at once), gone
+        on with before `receive` is called again, given up if stopped first; `since`: when
+        the reply's quiet began (default now)."""
+        quiet_since = self._clock() if since is None else since
         while True:
-            until = min(self._deadline, self._clock() + self._interval)
-            message = await self.run(until, receive)  # no coroutine of ours around it
+            until = min(self._deadline, quiet_since + self._interval)
+            if first is None:
+                message = await self.run(until, receive)  # no coroutine of ours around it
+            else:
+                message = await self._go_on(until, first)
+                first = None
             while not isinstance(message, TimedOut) and message["type"] != "http.disconnect":
                 message = await self.run(until, receive)  # (none is expected after the body)
             if not isinstance(message, TimedOut):
@@ -94,8 +114,29 @@ class Watcher(Waits):
                     return _CLIENT_GONE
                 if written is TIMED_OUT or self.interrupted:
                     return _STOPPED if self.interrupted else _DEADLINE
+            quiet_since = self._clock()
+
+    def _go_on(
+        self, until: float, first: Begun[Message] | Message
+    ) -> Awaitable[Message | TimedOut]:
+        """`await self._go_on(...)`: the message of a `receive()` begun elsewhere, as `run`
+        would wait for a new one (given up if stopped already)."""
+        if not isinstance(first, Begun):
+            return _at_once(first)
+        if self.interrupted:
+            first.abandon()
+            return _at_once(TIMED_OUT)
+        return self.run(until, _begun, first)
 
     async def until_deadline(self) -> WatchEnd:
         """Wait, no longer reading `receive()`, until the deadline passes or `stop()`."""
         await self.run(self._deadline, anyio.sleep_forever)
         return _STOPPED if self.interrupted else _DEADLINE
+
+
+def _begun(first: Begun[Message]) -> Begun[Message]:
+    return first
+
+
+async def _at_once(value: T) -> T:
+    return value

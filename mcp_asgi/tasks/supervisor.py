@@ -32,6 +32,7 @@ from starlette.types import Message, Scope
 from mcp_asgi._loggers import tasks_logger as logger
 from mcp_asgi.http.reply import ReplyWriter
 from mcp_asgi.input.asking import Asking
+from mcp_asgi.lifecycle.armed import plain
 from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.lifecycle.outcome import ScopeObserver
 from mcp_asgi.limits import Hold
@@ -322,6 +323,7 @@ async def _discard(message: Message) -> None:
     """A task's reply goes nowhere: its outcome is read from its scope."""
 
 
+@plain  # anyio's sleep_forever: begun in the task's request task, finished anywhere
 async def _never_disconnects() -> Message:
     """A task's `receive`: it has no connection, so nothing ever arrives."""
     await anyio.sleep_forever()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.lowlevel
@@ -17,12 +18,14 @@ import pytest
 from starlette.types import Message
 
 from mcp_asgi import CancelReason, CancelToken, Context, McpServer
+from mcp_asgi.lifecycle.armed import plain
 from mcp_asgi.lifecycle.scope import Phase
 from mcp_asgi.protocol.jsonrpc import JsonObject
 
 from ..helpers import (
     CANCEL_LOGGER,
     Otel,
+    Wire,
     attrs,
     cancel_records,
     mcp_app,
@@ -362,16 +365,8 @@ async def test_receive_failing_while_the_handler_waits_stops_it_and_is_raised() 
     assert scope.phase is Phase.ENDED
 
 
-@pytest.mark.fast_paths
-async def test_receive_failing_after_the_request_ended_is_logged(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """The watcher's own task (the handler waited, then answered) is not waited for once
-    the request is over; a `receive()` that raises after that is logged as a warning, not
-    left in a task whose exception nobody retrieves."""
-    caplog.set_level(logging.WARNING, logger="mcp_asgi.errors")
-    wire = wire_for("tools/call", {"name": "x"}, accept=JSON)
-    await wire.receive()  # the body was read by the middleware
+def _answering(wire: Wire) -> tuple[Callable[[Message], Awaitable[None]], anyio.Event]:
+    """A `send` to `wire`, and the event it sets once the reply is complete."""
     answered = anyio.Event()
 
     async def send(message: Message) -> None:
@@ -379,12 +374,67 @@ async def test_receive_failing_after_the_request_ended_is_logged(
         if message["type"] == "http.response.body" and not message.get("more_body"):
             answered.set()
 
+    return send, answered
+
+
+@pytest.mark.fast_paths
+async def test_receive_failing_after_the_reply_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The handler waited, watched from the request's own task (no watcher's task), then
+    answered: the `receive()` begun there is finished there, and its failure is logged
+    as a warning, never raised into the finished request."""
+    caplog.set_level(logging.WARNING, logger="mcp_asgi.errors")
+    wire = wire_for("tools/call", {"name": "x"}, accept=JSON)
+    await wire.receive()  # the body was read by the middleware
+    send, answered = _answering(wire)
+
+    @plain  # an event's wait, as uvicorn's: begun in the request's own task
     async def receive() -> Message:
         await answered.wait()
         raise RuntimeError("the connection broke")
 
     async def handler() -> JsonObject:
-        await anyio.lowlevel.checkpoint()  # it waits: the watcher gets a task of its own
+        await anyio.lowlevel.checkpoint()  # it waits: somebody must watch the client
+        return {"content": []}
+
+    scope = request_scope(send)
+    async with watchdog():
+        await scope.run(receive, handler)
+    assert scope.watcher_task is None
+    assert wire.result == {"content": []}
+    [record] = [r for r in caplog.records if r.name == "mcp_asgi.errors"]
+    assert record.getMessage() == "receive() failed after the reply"
+    assert record.levelno == logging.WARNING
+
+
+@pytest.mark.fast_paths
+async def test_receive_failing_after_the_request_ended_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Once something happens while the handler waits (here a message after the body) the
+    watcher's own task takes over; that task is not waited for once the request is over,
+    and a `receive()` that raises after that is logged as a warning, not left in a task
+    whose exception nobody retrieves."""
+    caplog.set_level(logging.WARNING, logger="mcp_asgi.errors")
+    wire = wire_for("tools/call", {"name": "x"}, accept=JSON)
+    await wire.receive()  # the body was read by the middleware
+    send, answered = _answering(wire)
+    reading_again = anyio.Event()
+    calls = 0
+
+    async def receive() -> Message:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await anyio.lowlevel.checkpoint()
+            return {"type": "http.request", "body": b"", "more_body": False}
+        reading_again.set()
+        await answered.wait()
+        raise RuntimeError("the connection broke")
+
+    async def handler() -> JsonObject:
+        await reading_again.wait()  # until the watcher's task reads again
         return {"content": []}
 
     scope = request_scope(send)

@@ -1,0 +1,141 @@
+"""The client watched from the request's own task while its handler waits (asyncio).
+
+A handler that waits needs somebody to notice the client leaving, the deadline passing and
+the time of a keep-alive. Until one of them happens, that needs no task of its own:
+
+::
+
+    receive()'s first step, taken in the request's task ──► what it waits for: a callback
+    the deadline, or the first keep-alive's time ─────────► the loop's timer (one for all)
+
+Either of them, or a signal from outside (a shutdown, a cancel), starts the watcher's task
+(`Owner.start_watcher`), which goes on with the same `receive()`. A handler that answers
+first, the most common end, needs no task at all: the `receive()` is finished in the
+request's task, where the server woke it as the reply ended, or given up (`finish`).
+
+A `receive()` begun in one task and finished in another must take no cancel scope and
+start no task in its first step (a `BaseHTTPMiddleware` around us enters a task group
+there; `asyncio.timeout` binds to the task): only a receive known to be plain is begun
+here (`begins_plainly`), any other gets the watcher's task from the start, as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import math
+from typing import Any, Final, Protocol, TypeVar
+
+from starlette.types import Message, Receive
+
+from mcp_asgi._loop import Begun, add_deadline, discard_deadline
+
+_PLAIN: Final = "plain_receive"
+_PLAIN_SERVERS: Final = ("uvicorn.protocols.http.",)
+"""Modules of servers whose `receive` only ever waits on an `asyncio.Event` (uvicorn's
+request-response cycles: h11, httptools)."""
+
+R = TypeVar("R")
+
+
+def plain(receive: R) -> R:
+    """Mark `receive` (a function) as plain: its first step takes no cancel scope and
+    starts no task, so it may be begun in one task and finished in another. Returns it.
+    (A callable object says so with an attribute `plain_receive` of its own.)"""
+    setattr(receive, _PLAIN, True)
+    return receive
+
+
+def begins_plainly(receive: Receive) -> bool:
+    """Whether `receive` is known to be plain (`plain`): marked so, or a bound `receive`
+    of a server known to keep it so."""
+    if getattr(receive, _PLAIN, False):
+        return True
+    server = getattr(receive, "__self__", None)
+    return server is not None and type(server).__module__.startswith(_PLAIN_SERVERS)
+
+
+class Owner(Protocol):
+    """Who takes over once something happens: the request's scope."""
+
+    def start_watcher(
+        self,
+        receive: Receive,
+        first: Begun[Message] | Message | None,
+        since: float,
+        context: contextvars.Context | None,
+    ) -> None: ...
+
+
+class ArmedWatch:
+    """One request's watch while its handler waits in the request's task: `receive()`
+    begun there, a callback on what it waits for, and the deadline or first keep-alive on
+    the loop's timer. Made only where that wait is an asyncio future."""
+
+    __slots__ = ("_context", "_first", "_owner", "_receive", "_since", "_timed")
+
+    def __init__(
+        self,
+        owner: Owner,
+        receive: Receive,
+        first: Begun[Message],
+        *,
+        since: float,
+        until: float,
+        context: contextvars.Context,
+    ) -> None:
+        """`first`: `receive()` begun, waiting on an asyncio future; `since`: when the
+        handler began to wait (on the request's clock); `until`: when the watch must act
+        by itself (the deadline, or the first keep-alive); `context`: the request's, for
+        the watcher's task."""
+        self._owner: Owner | None = owner
+        self._receive = receive
+        self._first = first
+        self._since = since
+        self._context = context
+        self._timed = until < math.inf
+        future: asyncio.Future[Any] = first.pending
+        future.add_done_callback(self._woke, context=context)
+        if self._timed:
+            add_deadline(self, until)
+
+    def _woke(self, _: asyncio.Future[Any]) -> None:
+        """What `receive()` waits for is done: a message came (the client left, mostly)."""
+        self.fire()
+
+    def time_up(self) -> None:
+        """The deadline, or the first keep-alive's time (`Due`)."""
+        self.fire()
+
+    def fire(self) -> None:
+        """Hand over to the watcher's task, which goes on with the `receive()` begun
+        (once; on the loop)."""
+        owner = self._disarm()
+        if owner is not None:
+            owner.start_watcher(self._receive, self._first, self._since, self._context)
+
+    def finish(self) -> None:
+        """The handler has answered and nothing else happened (in the request's task):
+        the `receive()` is finished here if the server has woken it (as it does once the
+        reply is complete: its message is of no interest then), else given up, as a
+        cancelled task would give it up. What it raises is raised."""
+        if self._disarm() is None:
+            return
+        first = self._first
+        pending = first.pending
+        if isinstance(pending, asyncio.Future) and pending.done():
+            try:
+                first.step()
+            except StopIteration:
+                return
+        first.abandon()  # not woken, or waiting again
+
+    def _disarm(self) -> Owner | None:
+        """The callback and the deadline taken back; the owner, the first time only."""
+        owner, self._owner = self._owner, None
+        if owner is not None:
+            future: asyncio.Future[Any] = self._first.pending
+            future.remove_done_callback(self._woke)
+            if self._timed:
+                discard_deadline(self)
+        return owner

@@ -1,0 +1,230 @@
+"""The client watched from the request's own task while its handler waits (asyncio,
+`lifecycle/armed.py`): driven through the middleware with a plain `receive` (an event's
+wait, as uvicorn's), each way a watch so begun can end: the handler answers (no watcher's
+task at all), the client leaves, the deadline passes, a keep-alive is due, the request is
+cancelled from outside; and a `receive` not known to be plain keeps a watcher's task.
+
+Every test runs under a watchdog that must not fire: a hang is a failure, not a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+from starlette.types import Message
+
+from mcp_asgi import CancelReason, Context, McpServer
+from mcp_asgi.lifecycle.armed import begins_plainly, plain
+from mcp_asgi.protocol.jsonrpc import JsonObject
+
+from ..helpers import (
+    Otel,
+    Wire,
+    attrs,
+    eventually,
+    mcp_app,
+    request_scope,
+    watchdog,
+    wire_for,
+)
+
+pytestmark = pytest.mark.fast_paths  # the asyncio path itself (never the plain-anyio one)
+
+JSON = "application/json"
+SSE = "text/event-stream"
+
+
+class Seen:
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+        self.reason: CancelReason | None = None
+
+
+def build_server(seen: Seen) -> McpServer:
+    server = McpServer("armed")
+
+    @server.tool()
+    async def waiter(ctx: Context) -> str:
+        """Waits until cancelled; records why."""
+        seen.started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            seen.reason = ctx.cancel_reason
+        return "never"
+
+    return server
+
+
+async def run_plainly(wire: Wire, app: object) -> None:
+    """Drive `app` with `wire`, its `receive` marked plain (it waits on an anyio event)."""
+
+    @plain
+    async def receive() -> Message:
+        return await wire.receive()
+
+    assert callable(app)
+    await app(wire.scope, receive, wire.send)
+
+
+def _keepalives(wire: Wire) -> list[Message]:
+    return [m for m in wire.bodies if m.get("body", b"").startswith(b":")]
+
+
+def _tasks_named(fragment: str) -> list[asyncio.Task[object]]:
+    return [t for t in asyncio.all_tasks() if fragment in repr(t.get_coro())]
+
+
+async def test_a_handler_that_waits_then_answers_needs_no_watcher_task() -> None:
+    """The common end: the handler waits, the client stays, the handler answers. Nothing
+    but the request's own task ran; the `receive()` begun there was finished there."""
+    wire = wire_for("tools/call", {"name": "x"}, accept=JSON, leave_when_done=True)
+    await wire.receive()  # the body was read by the middleware
+    scope = request_scope(wire.send)
+    ended: list[Message] = []
+
+    @plain
+    async def receive() -> Message:
+        message = await wire.receive()
+        ended.append(message)
+        return message
+
+    async def handler() -> JsonObject:
+        await anyio.sleep(0.01)
+        assert _tasks_named("RequestScope.watch") == []  # watched without a task
+        return {"content": []}
+
+    async with watchdog():
+        await scope.run(receive, handler)
+    assert scope.watcher_task is None
+    assert wire.result == {"content": []}
+    assert ended == [{"type": "http.disconnect"}]  # woken by the reply's end, finished here
+
+
+async def test_a_receive_never_woken_is_given_up_at_the_end() -> None:
+    """A server that does not wake a pending `receive()` when the reply ends: the one
+    begun in the handler's task is given up there (cancelled, its clean-up run)."""
+    wire = wire_for("tools/call", {"name": "x"}, accept=JSON)
+    await wire.receive()  # the body was read by the middleware
+    scope = request_scope(wire.send)
+    never = anyio.Event()
+    given_up: list[bool] = []
+
+    @plain
+    async def receive() -> Message:
+        try:
+            await never.wait()
+        except asyncio.CancelledError:
+            given_up.append(True)
+            raise
+        return {"type": "http.disconnect"}
+
+    async def handler() -> JsonObject:
+        await anyio.lowlevel.checkpoint()
+        return {"content": []}
+
+    async with watchdog():
+        await scope.run(receive, handler)
+    assert scope.watcher_task is None
+    assert given_up == [True]
+
+
+@pytest.mark.parametrize("accept", [JSON, SSE])
+async def test_the_client_leaving_cancels_the_waiting_handler(otel: Otel, accept: str) -> None:
+    """The client leaves while the handler waits: what `receive()` waited for wakes the
+    watch, the watcher's task takes over with that same `receive()`, and the handler is
+    cancelled with `client_disconnect`; nothing is written after."""
+    seen = Seen()
+    app = mcp_app(build_server(seen), otel)
+    wire = wire_for("tools/call", {"name": "waiter"}, accept=accept)
+    async with watchdog(), anyio.create_task_group() as tg:
+        tg.start_soon(run_plainly, wire, app)
+        await seen.started.wait()
+        await anyio.wait_all_tasks_blocked()
+        assert _tasks_named("RequestScope.watch") == []  # armed: no watcher's task yet
+        wire.disconnect()
+    assert seen.reason is CancelReason.CLIENT_DISCONNECT
+    assert wire.disconnected_at is not None
+    after = wire.sent[wire.disconnected_at :]  # at most what completes the HTTP exchange
+    assert all(m.get("body", b"") == b"" for m in after)
+    assert wire.messages == []
+    [span] = otel.spans.get_finished_spans()
+    assert attrs(span)["mcp_asgi.cancellation.reason"] == "client_disconnect"
+    assert not app._inflight
+
+
+async def test_the_deadline_passes_while_the_handler_waits(otel: Otel) -> None:
+    """The deadline, on the loop's timer while the watch is armed: the watcher's task
+    takes over, the handler is cancelled with `timeout`, the error ends the reply."""
+    seen = Seen()
+    app = mcp_app(build_server(seen), otel, max_request_duration=0.05)
+    wire = wire_for("tools/call", {"name": "waiter"}, accept=JSON)
+    async with watchdog():
+        await run_plainly(wire, app)
+    assert seen.reason is CancelReason.TIMEOUT
+    assert wire.messages[-1]["error"]["data"] == {"reason": "timeout"}
+    assert not app._inflight
+
+
+async def test_keepalives_are_written_while_the_handler_waits() -> None:
+    """An SSE reply quiet for the keep-alive interval while the watch is armed: the timer
+    starts the watcher's task, which writes the keep-alives from then on."""
+    seen = Seen()
+    app = mcp_app(build_server(seen), response_mode="sse", keepalive_interval=0.02)
+    wire = wire_for("tools/call", {"name": "waiter"}, accept=SSE)
+    async with watchdog(), anyio.create_task_group() as tg:
+        tg.start_soon(run_plainly, wire, app)
+        await seen.started.wait()
+        await eventually(lambda: len(_keepalives(wire)) >= 2, what="two keep-alives")
+        wire.disconnect()
+    assert seen.reason is CancelReason.CLIENT_DISCONNECT
+    assert wire.content_type == SSE
+    assert wire.messages == []  # keep-alives only: no event was written
+
+
+async def test_a_cancel_from_outside_while_armed_is_a_server_shutdown(otel: Otel) -> None:
+    """The request's task cancelled from outside while the watch is armed (an enclosing
+    scope, as a server's shutdown): recorded as `server_shutdown` first, the watcher's task
+    takes over and the shutdown error ends the reply."""
+    seen = Seen()
+    app = mcp_app(build_server(seen), otel, response_mode="sse")
+    wire = wire_for("tools/call", {"name": "waiter"}, accept=SSE)
+    async with watchdog(), anyio.create_task_group() as tg:
+        tg.start_soon(run_plainly, wire, app)
+        await seen.started.wait()
+        await anyio.wait_all_tasks_blocked()
+        tg.cancel_scope.cancel()
+    assert seen.reason is CancelReason.SERVER_SHUTDOWN
+    assert wire.messages[-1]["error"]["data"] == {"reason": "server_shutdown"}
+    assert not app._inflight
+
+
+async def test_a_receive_not_known_to_be_plain_gets_the_watcher_task() -> None:
+    """A `receive` nobody marked plain (it may take a cancel scope in its first step, as a
+    `BaseHTTPMiddleware` around the app does) is called only in the watcher's own task."""
+    seen = Seen()
+    app = mcp_app(build_server(seen))
+    wire = wire_for("tools/call", {"name": "waiter"}, accept=JSON)
+    assert not begins_plainly(wire.receive)
+    async with watchdog(), anyio.create_task_group() as tg:
+        tg.start_soon(wire.run, app)
+        await seen.started.wait()
+        await anyio.wait_all_tasks_blocked()
+        assert len(_tasks_named("RequestScope.watch")) == 1
+        wire.disconnect()
+    assert seen.reason is CancelReason.CLIENT_DISCONNECT
+
+
+async def test_uvicorns_receive_is_known_to_be_plain() -> None:
+    """uvicorn's request-response cycles (h11, httptools) only wait on an asyncio event in
+    `receive()`: known plain, so served requests are watched from their own task."""
+    from uvicorn.protocols.http.h11_impl import RequestResponseCycle as H11Cycle
+    from uvicorn.protocols.http.httptools_impl import RequestResponseCycle as HttptoolsCycle
+
+    for cycle in (H11Cycle, HttptoolsCycle):
+        server: Any = object.__new__(cycle)  # (its receive is only looked at)
+        assert begins_plainly(server.receive)
