@@ -49,10 +49,11 @@ def plain(receive: R) -> R:
 def begins_plainly(receive: Receive) -> bool:
     """Whether `receive` is known to be plain (`plain`): marked so, or a bound `receive`
     of a server known to keep it so."""
-    if getattr(receive, _PLAIN, False):
-        return True
+    # the server first: a bound method's missing attribute would cost an AttributeError
     server = getattr(receive, "__self__", None)
-    return server is not None and type(server).__module__.startswith(_PLAIN_SERVERS)
+    if server is not None and type(server).__module__.startswith(_PLAIN_SERVERS):
+        return True
+    return bool(getattr(receive, _PLAIN, False))
 
 
 class Owner(Protocol):
