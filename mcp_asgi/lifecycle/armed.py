@@ -31,9 +31,10 @@ from starlette.types import Message, Receive
 from mcp_asgi._loop import Begun, add_deadline, discard_deadline
 
 _PLAIN: Final = "plain_receive"
-_PLAIN_SERVERS: Final = ("uvicorn.protocols.http.",)
-"""Modules of servers whose `receive` only ever waits on an `asyncio.Event` (uvicorn's
-request-response cycles: h11, httptools)."""
+_PLAIN_SERVERS: Final = (("uvicorn.protocols.http.", "receive"), ("asyncio.queues", "get"))
+"""Bound methods known to be plain, by their object's module (a prefix) and their name:
+uvicorn's request-response cycles (h11, httptools), which only wait on an `asyncio.Event`,
+and `asyncio.Queue.get`, which Hypercorn hands over as `receive` on asyncio."""
 
 R = TypeVar("R")
 
@@ -47,12 +48,15 @@ def plain(receive: R) -> R:
 
 
 def begins_plainly(receive: Receive) -> bool:
-    """Whether `receive` is known to be plain (`plain`): marked so, or a bound `receive`
-    of a server known to keep it so."""
+    """Whether `receive` is known to be plain (`plain`): marked so, or a bound method of a
+    server known to keep it so (`_PLAIN_SERVERS`)."""
     # the server first: a bound method's missing attribute would cost an AttributeError
     server = getattr(receive, "__self__", None)
-    if server is not None and type(server).__module__.startswith(_PLAIN_SERVERS):
-        return True
+    if server is not None:
+        module, name = type(server).__module__, getattr(receive, "__name__", "")
+        for prefix, method in _PLAIN_SERVERS:
+            if name == method and module.startswith(prefix):
+                return True
     return bool(getattr(receive, _PLAIN, False))
 
 

@@ -228,3 +228,11 @@ async def test_uvicorns_receive_is_known_to_be_plain() -> None:
     for cycle in (H11Cycle, HttptoolsCycle):
         server: Any = object.__new__(cycle)  # (its receive is only looked at)
         assert begins_plainly(server.receive)
+        assert not begins_plainly(server.send)
+
+
+async def test_hypercorns_receive_is_known_to_be_plain() -> None:
+    """Hypercorn on asyncio hands over its queue's `get` as `receive`: known plain."""
+    queue: Any = asyncio.Queue()  # (its methods are only looked at)
+    assert begins_plainly(queue.get)
+    assert not begins_plainly(queue.put)
