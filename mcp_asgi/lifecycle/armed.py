@@ -29,6 +29,7 @@ from typing import Any, Final, Protocol, TypeVar
 from starlette.types import Message, Receive
 
 from mcp_asgi._loop import Begun, add_deadline, discard_deadline
+from mcp_asgi.lifecycle.watcher import Received
 
 _PLAIN: Final = "plain_receive"
 _PLAIN_SERVERS: Final = (("uvicorn.protocols.http.", "receive"), ("asyncio.queues", "get"))
@@ -66,7 +67,7 @@ class Owner(Protocol):
     def start_watcher(
         self,
         receive: Receive,
-        first: Begun[Message] | Message | None,
+        first: Received | None,
         since: float,
         context: contextvars.Context | None,
     ) -> None: ...

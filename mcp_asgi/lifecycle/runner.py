@@ -27,9 +27,10 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
 import anyio
-from starlette.types import Message, Receive
+from starlette.types import Receive
 
-from mcp_asgi._loop import Begun, Task, beside, on_asyncio
+from mcp_asgi._loop import Task, beside, on_asyncio
+from mcp_asgi.lifecycle.watcher import Received
 from mcp_asgi.protocol.jsonrpc import JsonObject
 
 Call = Callable[..., Awaitable[JsonObject]]
@@ -54,7 +55,7 @@ class Steps(Protocol):
     async def watch(
         self,
         receive: Receive,
-        first: Begun[Message] | Message | None = None,
+        first: Received | None = None,
         since: float | None = None,
     ) -> None: ...
 
@@ -76,7 +77,7 @@ def run(steps: Steps, receive: Receive, call: Call, args: Args = ()) -> Coroutin
 def watch_beside(
     steps: Steps,
     receive: Receive,
-    first: Begun[Message] | Message | None,
+    first: Received | None,
     since: float,
     context: contextvars.Context | None,
 ) -> Task:

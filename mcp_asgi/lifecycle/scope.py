@@ -30,7 +30,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Final, TypeVar
 
 import anyio
-from starlette.types import Message, Receive
+from starlette.types import Receive
 
 from mcp_asgi._loggers import errors_logger as _errors
 from mcp_asgi._loop import (
@@ -59,7 +59,7 @@ from mcp_asgi.lifecycle.outcome import (
     SideEffect,
     signalled_after,
 )
-from mcp_asgi.lifecycle.watcher import WatchEnd, Watcher, quiet_for
+from mcp_asgi.lifecycle.watcher import Received, WatchEnd, Watcher, quiet_for
 from mcp_asgi.lifecycle.work import RunningWork, ThreadSlots
 from mcp_asgi.protocol import jsonrpc
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, JsonObject, McpError
@@ -465,7 +465,7 @@ class RequestScope:
     async def watch(
         self,
         receive: Receive,
-        first: Begun[Message] | Message | None = None,
+        first: Received | None = None,
         since: float | None = None,
     ) -> None:
         """Watch the request, and act on why the watcher stopped (in the request's own
@@ -583,7 +583,7 @@ class RequestScope:
     def start_watcher(
         self,
         receive: Receive,
-        first: Begun[Message] | Message | None,
+        first: Received | None,
         since: float,
         context: contextvars.Context | None,
     ) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TypeAlias, TypeVar
 
 import anyio
 from starlette.types import Message, Receive
@@ -44,6 +44,9 @@ class WatchEnd(enum.Enum):
 
 
 _CLIENT_GONE, _DEADLINE, _STOPPED = WatchEnd  # module globals: no Enum class lookup
+
+Received: TypeAlias = "Begun[Message] | Message"
+"""A `receive()` begun in another task (its wait), or the message it answered at once."""
 
 
 def quiet_for(keepalive_interval: float, streams: bool) -> float:
@@ -83,7 +86,7 @@ class Watcher(Waits):
     async def watch(
         self,
         receive: Receive,
-        first: Begun[Message] | Message | None = None,
+        first: Received | None = None,
         since: float | None = None,
     ) -> WatchEnd:
         """Wait until the client is gone, the deadline passes, or `stop()`; write a
@@ -116,9 +119,7 @@ class Watcher(Waits):
                     return _STOPPED if self.interrupted else _DEADLINE
             quiet_since = self._clock()
 
-    def _go_on(
-        self, until: float, first: Begun[Message] | Message
-    ) -> Awaitable[Message | TimedOut]:
+    def _go_on(self, until: float, first: Received) -> Awaitable[Message | TimedOut]:
         """`await self._go_on(...)`: the message of a `receive()` begun elsewhere, as `run`
         would wait for a new one (given up if stopped already)."""
         if not isinstance(first, Begun):
