@@ -19,6 +19,7 @@ through.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import math
 from collections.abc import Awaitable, Callable
@@ -127,6 +128,12 @@ class Watcher(Waits):
         if self.interrupted:
             first.abandon()
             return _at_once(TIMED_OUT)
+        pending = first.pending
+        if isinstance(pending, asyncio.Future) and pending.done():
+            try:  # woken already (the client left, mostly): no wait to time or interrupt
+                first.step()
+            except StopIteration as ended:
+                return _at_once(ended.value)
         return self.run(until, _begun, first)
 
     async def until_deadline(self) -> WatchEnd:
