@@ -9,7 +9,7 @@ lifespan, asyncio only).
                 cancelled from outside without anyio naming the task that cancels, and
                 without anyio's re-delivery once left (drop_redelivery)
     eager       at_once: an awaitable's first step taken now (its value, or the wait it began)
-    interrupt   within / Waits / Interruptible: waits ended by the task's own cancellation;
+    interrupt   within / Waits: waits ended by the task's own cancellation;
                 within_after_first_step: no limit for what ends in its first step;
                 add_deadline / discard_deadline: a call at a time, on the loop's one timer
     tasks       beside (a one-child task group), Task (an asyncio task of its own: a
@@ -21,7 +21,9 @@ lifespan, asyncio only).
 
 Each fast path has a plain-anyio twin, taken on trio and wherever the switch is on; the
 lifecycle tests run both ways. anyio is pinned below its next major (pyproject.toml): the
-worker-thread pool reaches into anyio 4's asyncio backend (`threads`).
+worker-thread pool (`threads`) and the cancel paths (`current`: its per-task scopes, a
+scope's parents and pending re-delivery, the wording of its cancellation message) reach
+into anyio 4's asyncio backend.
 
 Imports nothing else from mcp_asgi.
 """

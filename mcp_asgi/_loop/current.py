@@ -57,10 +57,15 @@ def on_asyncio() -> bool:
     return asyncio_task() is not None
 
 
-def native_task() -> asyncio.Task[object] | None:
+if sys.version_info >= (3, 11):
+    native_task = asyncio_task
     """The running asyncio task, where it can be cancelled and uncancelled (Python 3.11+);
     None where `asyncio_task()` is, and on 3.10."""
-    return asyncio_task() if sys.version_info >= (3, 11) else None
+
+else:  # pragma: no cover - no uncancel() before 3.11
+
+    def native_task() -> asyncio.Task[object] | None:
+        return None
 
 
 if sys.version_info >= (3, 11):

@@ -17,6 +17,7 @@ that answers without waiting needs no watcher beside it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import types
 from collections.abc import Awaitable, Generator
 from typing import Any, Generic, Protocol, TypeVar
@@ -59,10 +60,7 @@ class Begun(Generic[T]):
     def __iter__(self) -> Begun[T]:
         return self
 
-    def __next__(self) -> Any:
-        return self.send(None)
-
-    def send(self, value: Any) -> Any:
+    def send(self, value: Any = None) -> Any:
         pending = self._pending
         if pending is not _TAKEN:  # the first step's yield, handed to the task now
             self._pending = _TAKEN
@@ -73,6 +71,8 @@ class Begun(Generic[T]):
             return self._steps.send(value)
         return next(self._steps) if value is None else self._steps.send(value)
 
+    __next__ = send  # a task resumes with `next`: no second frame for it
+
     def throw(self, exc: Any, *rest: Any) -> Any:
         """`exc`: an exception (what asyncio's tasks throw), or its type with the value
         and traceback after it (the older form, passed on as it came)."""
@@ -80,8 +80,17 @@ class Begun(Generic[T]):
             if self._told is not None:
                 told = exc if isinstance(exc, BaseException) or not rest else rest[0]
                 if isinstance(told, BaseException):
-                    self._told.thrown(told)
+                    try:
+                        self._told.thrown(told)
+                    except Exception:  # the listener's failure never keeps it from the awaitable
+                        _logger.exception("a listener of a thrown exception failed")
                 del told
+            return self._throw_in(exc, *rest)
+        finally:  # what comes back out holds this frame in its traceback: no cycle
+            del exc, rest
+
+    def _throw_in(self, exc: Any, *rest: Any) -> Any:
+        try:
             self._pending = _TAKEN
             throw = getattr(self._steps, "throw", None)
             if throw is None:
@@ -114,13 +123,14 @@ class Begun(Generic[T]):
         pending, self._pending = self._pending, _TAKEN
         if isinstance(pending, asyncio.Future):
             pending.cancel()
-        try:
-            self.throw(asyncio.CancelledError())
+        try:  # (not through `throw`: no listener hears a cancellation of our own)
+            self._throw_in(asyncio.CancelledError())
         except (asyncio.CancelledError, StopIteration):
             return
         self.close()
 
 
+_logger = logging.getLogger("mcp_asgi")  # (_loop imports nothing else of mcp_asgi)
 _TAKEN: Any = object()  # `Begun._pending` once its first yield was handed out
 
 

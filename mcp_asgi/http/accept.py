@@ -6,6 +6,8 @@ from typing import Final, Literal
 
 from starlette.types import Scope
 
+from mcp_asgi.protocol.headers import header
+
 ResponseMode = Literal["auto", "json", "sse"]
 
 
@@ -15,11 +17,8 @@ def negotiate(asgi_scope: Scope, preferred: ResponseMode) -> ResponseMode | None
     No Accept header, or one admitting only JSON, is answered with JSON; one admitting only
     SSE with SSE; one admitting both with the configured mode.
     """
-    for key, raw in asgi_scope["headers"]:  # `header(asgi_scope, b"accept")`, inline
-        if key == b"accept":
-            value = raw.decode("latin-1")
-            break
-    else:
+    value = header(asgi_scope, b"accept")
+    if value is None:
         return "json"
     admitted = _admitted.get(value)
     if admitted is None:  # parsed once per distinct header value (clients send one or two)

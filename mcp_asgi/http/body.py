@@ -1,6 +1,6 @@
 """Reading one MCP POST: HTTP checks, the size limit, and the JSON-RPC envelope.
 
-Knows nothing about methods or handlers; produces an immutable `IncomingMessage`.
+Knows nothing about methods or handlers; produces a read-only `IncomingMessage`.
 """
 
 from __future__ import annotations

@@ -342,7 +342,7 @@ class LegacyEndpoint:
             session.track(request_scope)  # no await since the session lookup: atomic
             try:
                 await request_scope.run(
-                    _receive_with_release(exchange.receive, release, writer), lambda: call(ctx)
+                    _ReceiveWithRelease(exchange.receive, release, writer), lambda: call(ctx)
                 )
                 await writer.end()  # complete the HTTP exchange even if the client left
             finally:
@@ -434,24 +434,23 @@ def _send_with_session_id(send: Send, session_id: str) -> Send:
     return send_with_session_id
 
 
-def _receive_with_release(receive: Receive, release: Release, writer: ReplyWriter) -> Receive:
+class _ReceiveWithRelease:
     """`receive` that lets the session go idle once the client has disconnected (the
     request may run on, with `legacy_disconnect_cancels=False`), and that never reports
     the end of a connection the handler closed early (`ctx.close_stream()`): the client
-    polls, the request goes on."""
-    return _ReceiveWithRelease(receive, release, writer)
+    polls, the request goes on. Plain where `receive` is (`lifecycle.armed`)."""
 
-
-class _ReceiveWithRelease:
-    """`_receive_with_release`'s receive: plain where `receive` is (`lifecycle.armed`)."""
-
-    __slots__ = ("_receive", "_release", "_writer", "plain_receive")
+    __slots__ = ("_receive", "_release", "_writer")
 
     def __init__(self, receive: Receive, release: Release, writer: ReplyWriter) -> None:
         self._receive = receive
         self._release = release
         self._writer = writer
-        self.plain_receive = begins_plainly(receive)
+
+    @property
+    def plain_receive(self) -> bool:
+        """Asked only once a handler waits (most never do)."""
+        return begins_plainly(self._receive)
 
     async def __call__(self) -> Message:
         message = await self._receive()

@@ -352,12 +352,13 @@ class ResumableWriter(ReplyWriter):
         if self._started_log:
             return
         self._started_log = True
+        log = self._event_log()
         try:
-            first = await self._event_log().start()
+            first = await log.start()
         except StoreUnavailable:
             return  # no priming event: nothing to resume from
         if self._prime:
-            self._preamble = priming(first, self._event_log().settings.retry_ms)
+            self._preamble = priming(first, log.settings.retry_ms)
 
     async def _end_log(self) -> None:
         order = self._order

@@ -9,7 +9,7 @@ the time of a keep-alive. Until one of them happens, that needs no task of its o
     the deadline, or the first keep-alive's time ─────────► the loop's timer (one for all)
 
 Either of them, or a signal from outside (a shutdown, a cancel), starts the watcher's task
-(`Owner.start_watcher`), which goes on with the same `receive()`. A handler that answers
+(`TakesOver.start_watcher`), which goes on with the same `receive()`. A handler that answers
 first, the most common end, needs no task at all: the `receive()` is finished in the
 request's task, where the server woke it as the reply ended, or given up (`finish`).
 
@@ -61,7 +61,7 @@ def begins_plainly(receive: Receive) -> bool:
     return bool(getattr(receive, _PLAIN, False))
 
 
-class Owner(Protocol):
+class TakesOver(Protocol):
     """Who takes over once something happens: the request's scope."""
 
     def start_watcher(
@@ -82,7 +82,7 @@ class ArmedWatch:
 
     def __init__(
         self,
-        owner: Owner,
+        owner: TakesOver,
         receive: Receive,
         first: Begun[Message],
         *,
@@ -94,7 +94,7 @@ class ArmedWatch:
         handler began to wait (on the request's clock); `until`: when the watch must act
         by itself (the deadline, or the first keep-alive); `context`: the request's, for
         the watcher's task."""
-        self._owner: Owner | None = owner
+        self._owner: TakesOver | None = owner
         self._receive = receive
         self._first = first
         self._since = since
@@ -136,7 +136,7 @@ class ArmedWatch:
                 return
         first.abandon()  # not woken, or waiting again
 
-    def _disarm(self) -> Owner | None:
+    def _disarm(self) -> TakesOver | None:
         """The callback and the deadline taken back; the owner, the first time only."""
         owner, self._owner = self._owner, None
         if owner is not None:

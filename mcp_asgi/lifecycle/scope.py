@@ -482,7 +482,7 @@ class RequestScope:
                 _errors.warning(
                     "receive() failed after the request ended",
                     exc_info=True,
-                    extra={"request_id": self._request.id, "method": self._request.method},
+                    extra=self._log_fields(),
                 )
                 return
             self._watch_failed()
@@ -547,7 +547,7 @@ class RequestScope:
                 _errors.warning(
                     "receive() failed after the reply",
                     exc_info=True,
-                    extra={"request_id": self._request.id, "method": self._request.method},
+                    extra=self._log_fields(),
                 )
         elif self._watcher is not None:
             self._watcher.stop()
@@ -566,7 +566,11 @@ class RequestScope:
             self.start_watcher(receive, None, since, None)
             return
         context = contextvars.copy_context()  # the request's, for the watcher's task
-        first = at_once(receive())
+        try:
+            first: Received = at_once(receive())
+        except Exception:  # never the handler's failure: the watcher's task meets it again
+            self.start_watcher(receive, None, since, context)
+            return
         if isinstance(first, Begun) and isinstance(first.pending, asyncio.Future):
             interval = quiet_for(self._keepalive_interval, self._writer.streams)
             self._armed = ArmedWatch(
@@ -666,11 +670,15 @@ class RequestScope:
         if self._reason is None:
             _errors.exception(
                 "handler failed",
-                extra={"request_id": self._request.id, "method": self._request.method},
+                extra=self._log_fields(),
             )
         else:
             _errors.debug("handler raised after cancellation", exc_info=True)
         return self._failed(McpError(INTERNAL_ERROR, "Internal error"), exc)
+
+    def _log_fields(self) -> dict[str, Any]:
+        """The request's fields on a log record of ours."""
+        return {"request_id": self._request.id, "method": self._request.method}
 
     def _returned(self) -> None:
         """The handler returned, not cancelled (after a signal, the phase has moved on)."""

@@ -460,8 +460,7 @@ class McpServer:
         """The tool's own timeout, if the request calls a tool that has one."""
         if request.method == "tools/call":
             name = str(request.params.get("name"))
-            tool = self._registry.tools.get(name)  # a decorated tool's, without a call more
-            return tool.timeout if tool else self._registry.timeout_of(name)
+            return self._registry.timeout_of(name)
         return None
 
     # -- authorization ---------------------------------------------------------------
