@@ -7,7 +7,8 @@ lifespan, asyncio only).
     switch      MCP_ASGI_PLAIN_ANYIO: force the plain-anyio path everywhere
     current     the running asyncio task (or None: trio, plain); cancel scopes made cheaply,
                 cancelled from outside without anyio naming the task that cancels, and
-                without anyio's re-delivery once left (drop_redelivery)
+                without anyio's re-delivery once left (drop_redelivery); who sent a
+                cancellation (sent_from_within), how many are pending (cancelling)
     eager       at_once: an awaitable's first step taken now (its value, or the wait it began)
     interrupt   within / Waits: waits ended by the task's own cancellation;
                 within_after_first_step: no limit for what ends in its first step;
@@ -31,6 +32,7 @@ Imports nothing else from mcp_asgi.
 from mcp_asgi._loop.clock import Clock, loop_clock
 from mcp_asgi._loop.current import (
     cancel_from_outside,
+    cancelling,
     drop_redelivery,
     native_task,
     new_cancel_scope,
@@ -67,6 +69,7 @@ __all__ = [
     "at_once",
     "beside",
     "cancel_from_outside",
+    "cancelling",
     "checkpoint",
     "discard_deadline",
     "drop_redelivery",

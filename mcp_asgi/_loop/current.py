@@ -74,9 +74,17 @@ if sys.version_info >= (3, 11):
         """`task.uncancel()`: the cancellation requests still pending on it."""
         return task.uncancel()
 
+    def cancelling(task: asyncio.Task[object]) -> int:
+        """`task.cancelling()`: the cancellation requests pending on it (each taken back by
+        whoever consumes it: anyio's scopes, `asyncio.timeout`, a `TaskGroup`)."""
+        return task.cancelling()
+
 else:  # pragma: no cover - native_task() is None before 3.11
 
     def uncancel(task: asyncio.Task[object]) -> int:
+        raise NotImplementedError
+
+    def cancelling(task: asyncio.Task[object]) -> int:
         raise NotImplementedError
 
 

@@ -9,8 +9,10 @@
                    own (`watch_beside`); what the request's task is sent or thrown is heard
                    by the scope first:
                    cancelled from outside (a server's shutdown) ──► recorded as
-                   `server_shutdown` before the handler hears of it; the cancellation goes
-                   on; RequestScope.stopped_from_outside, shielded
+                   `server_shutdown` before the handler hears of it (one with no message,
+                   as asyncio's own tools send, is only told to the handler while it is
+                   pending); the cancellation goes on; RequestScope.stopped_from_outside,
+                   shielded
     elsewhere      (trio, the plain-anyio path) the handler in a child task (`beside`), the
                    watcher in the request's own
     at the end     the watcher's task waited for (if any, and busy); RequestScope.finish,

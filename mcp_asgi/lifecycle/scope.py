@@ -39,9 +39,11 @@ from mcp_asgi._loop import (
     Task,
     at_once,
     cancel_from_outside,
+    cancelling,
     checkpoint,
     drop_redelivery,
     loop_clock,
+    native_task,
     new_cancel_scope,
     sent_from_within,
 )
@@ -132,6 +134,8 @@ class RequestScope:
         "_started",
         "_timeout",
         "_token",
+        "_unclaimed",
+        "_unclaimed_at",
         "_unwatched",
         "_watcher",
         "_watcher_task",
@@ -176,6 +180,10 @@ class RequestScope:
         self._on_server_end = on_server_end
         # what happened
         self._reason: CancelReason | None = None
+        # a message-less cancellation on its way through the handler (`thrown`): the task,
+        # and its count of pending cancellations while it is not taken back
+        self._unclaimed: asyncio.Task[object] | None = None
+        self._unclaimed_at = 0
         self._signalled_at: float | None = None
         self._exited_at: float | None = None
         self._outcome: Outcome | None = None
@@ -233,8 +241,13 @@ class RequestScope:
 
     @property
     def reason(self) -> CancelReason | None:
-        """Why the request was cancelled, or None."""
-        return self._reason
+        """Why the request was cancelled, or None: what the handler is told. A server's
+        cancellation with no message counts from when it reaches the handler, as long as
+        nothing in the handler has taken it back (`thrown`)."""
+        reason = self._reason
+        if reason is None and self._unclaimed is not None and self._unclaimed_pending():
+            return CancelReason.SERVER_SHUTDOWN
+        return reason
 
     @property
     def phase(self) -> Phase:
@@ -416,6 +429,8 @@ class RequestScope:
                     drop_redelivery(self._handler_scope)
                 if not self._work.handler_returned():  # (most leave nothing open)
                     await self._work.handler_exited()
+            if self._unclaimed is not None and self._unclaimed_pending():
+                self.cancel(CancelReason.SERVER_SHUTDOWN)  # the server's, which it swallowed
             if final is not None:
                 await self.write(final, final=True)
         finally:
@@ -431,13 +446,36 @@ class RequestScope:
         """The waiting handler, in the request's task, is about to be thrown `thrown`
         (`Begun.tell`): a cancellation that none of ours sent came from outside (the
         server's, or an outer scope's), and is recorded as `server_shutdown` first, so the
-        handler sees the reason when it arrives."""
-        if (
-            self._reason is None
-            and isinstance(thrown, asyncio.CancelledError)
-            and not sent_from_within(self._handler_scope, thrown)
-        ):
+        handler sees the reason when it arrives.
+
+        Except one with no message (on Python 3.11+): asyncio's own tools in the handler
+        send those too (`asyncio.timeout`, a `TaskGroup` aborting, `wait_for`), and take
+        them back (`uncancel()`) once they have turned them into their own outcome, as
+        anyio's scopes do theirs. Such a cancellation is the server's (Hypercorn's,
+        Daphne's) while the task's count of pending ones has not fallen back: so the
+        handler is told (`reason`), and the request is cancelled once it leaves the
+        handler (the runner's `stopped_from_outside`, or when the handler swallowed it)."""
+        if self._reason is not None or not isinstance(thrown, asyncio.CancelledError):
+            return
+        if _without_message(thrown):
+            task = native_task()
+            if task is not None:
+                if self._unclaimed is None or not self._unclaimed_pending():  # (the first)
+                    self._unclaimed, self._unclaimed_at = task, cancelling(task)
+                return
+        if not sent_from_within(self._handler_scope, thrown):
             self.cancel(CancelReason.SERVER_SHUTDOWN)
+
+    def _unclaimed_pending(self) -> bool:
+        """Whether the message-less cancellation `thrown` saw is still on its way: not
+        taken back by whoever sent it from within the handler, or (what a count cannot
+        show) a message-less cancellation is what the caller is handling now. (anyio 4's
+        task groups can take one back too many: a cancellation they sent a child task
+        that a scope in it counted is taken back from the group's own task.)"""
+        assert self._unclaimed is not None
+        if cancelling(self._unclaimed) >= self._unclaimed_at:
+            return True
+        return _without_message(sys.exc_info()[1])
 
     @property
     def watcher_task(self) -> Task | None:
@@ -708,6 +746,11 @@ class RequestScope:
         except Exception:
             _errors.debug("observer failed", exc_info=True)
         return record
+
+
+def _without_message(exc: BaseException | None) -> bool:
+    """Whether `exc` is a cancellation that does not say who sent it."""
+    return isinstance(exc, asyncio.CancelledError) and (not exc.args or exc.args[0] is None)
 
 
 def _server_cancel_error(reason: CancelReason, timeout: float | None) -> McpError:

@@ -173,7 +173,7 @@ class Context:
     @property
     def cancelled(self) -> bool:
         """Whether the request has been cancelled."""
-        return self._request_scope.cancel_called
+        return self._request_scope.reason is not None
 
     @property
     def cancel_reason(self) -> CancelReason | None:

@@ -329,15 +329,10 @@ async def test_a_receive_failing_at_once_stops_the_waiting_handler_and_is_raised
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is 3.11+")
-@pytest.mark.xfail(
-    strict=True,
-    reason="the handler runs in the request's task (06f6ef1): a message-less asyncio "
-    "cancellation of its own (asyncio.timeout, an asyncio.TaskGroup) is taken for the "
-    "server's and recorded as server_shutdown; see the issue's note",
-)
 async def test_a_handlers_own_asyncio_timeout_is_no_shutdown(otel: Otel) -> None:
     """A handler that bounds a wait with `asyncio.timeout` and handles its `TimeoutError`
-    answers; nothing cancels the request."""
+    answers; nothing cancels the request (asyncio cancels the task with no message, as a
+    server may: it is not taken for the server's)."""
     server = McpServer("timeouts")
 
     @server.tool()
@@ -355,3 +350,129 @@ async def test_a_handlers_own_asyncio_timeout_is_no_shutdown(otel: Otel) -> None
     async with watchdog():
         await run_plainly(wire, app)
     assert wire.result["content"][0]["text"] == "timed out by itself"
+    [span] = otel.spans.get_finished_spans()
+    assert "mcp_asgi.cancellation.reason" not in attrs(span)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.TaskGroup is 3.11+")
+async def test_a_handlers_own_aborting_task_group_is_no_shutdown(otel: Otel) -> None:
+    """An `asyncio.TaskGroup` whose child fails cancels the waiting handler's task (with no
+    message) and takes the cancellation back: the handler handles the failure and
+    answers."""
+    server = McpServer("groups")
+
+    @server.tool()
+    async def grouped() -> str:
+        """A child fails while the handler waits in the group."""
+
+        async def fails() -> None:
+            await asyncio.sleep(0)
+            raise ValueError("the child's")
+
+        try:
+            async with asyncio.TaskGroup() as group:  # type: ignore[attr-defined,unused-ignore]
+                group.create_task(fails())
+                await anyio.sleep_forever()
+        except Exception as group_failed:  # an ExceptionGroup (no `except*` on 3.10)
+            return f"the child failed: {group_failed.exceptions[0]}"  # type: ignore[attr-defined]
+        return "never"
+
+    app = mcp_app(server, otel)
+    wire = wire_for("tools/call", {"name": "grouped"}, accept=JSON)
+    async with watchdog():
+        await run_plainly(wire, app)
+    assert wire.result["content"][0]["text"] == "the child failed: the child's"
+    [span] = otel.spans.get_finished_spans()
+    assert "mcp_asgi.cancellation.reason" not in attrs(span)
+
+
+async def _cancelled_without_a_message(server: McpServer, otel: Otel) -> Wire:
+    """Call the tool `stays` of `server` and cancel the request's task with no message,
+    as Hypercorn and Daphne do at shutdown, once it waits; the wire, after."""
+    app = mcp_app(server, otel, response_mode="sse")
+    wire = wire_for("tools/call", {"name": "stays"}, accept=SSE)
+    async with watchdog():
+        task = asyncio.get_running_loop().create_task(run_plainly(wire, app))
+        await eventually(lambda: bool(_tasks_named("run_plainly")))
+        await anyio.wait_all_tasks_blocked()
+        task.cancel()
+        await asyncio.wait([task])
+    return wire
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is 3.11+")
+async def test_a_servers_cancel_is_still_heard_after_the_handlers_own_timeout(
+    otel: Otel,
+) -> None:
+    """A server's message-less cancellation, then the handler's own `asyncio.timeout`
+    in its cleanup: the timeout's cancellation is taken back, the server's is not; the
+    handler hears `server_shutdown` before and after, and the client its error."""
+    server = McpServer("cleanups")
+    heard: list[CancelReason | None] = []
+
+    @server.tool()
+    async def stays(ctx: Context) -> str:
+        """Waits; cleans up with a bounded wait of its own."""
+        try:
+            await anyio.sleep_forever()
+        finally:
+            heard.append(ctx.cancel_reason)
+            with anyio.CancelScope(shield=True):
+                try:
+                    async with asyncio.timeout(0.01):  # type: ignore[attr-defined,unused-ignore]
+                        await asyncio.Event().wait()
+                except TimeoutError:
+                    heard.append(ctx.cancel_reason)
+        return "never"
+
+    wire = await _cancelled_without_a_message(server, otel)
+    assert heard == [CancelReason.SERVER_SHUTDOWN] * 2
+    assert wire.messages[-1]["error"]["data"] == {"reason": "server_shutdown"}
+    [span] = otel.spans.get_finished_spans()
+    assert attrs(span)["mcp_asgi.cancellation.reason"] == "server_shutdown"
+
+
+async def test_a_servers_cancel_the_handler_swallows_still_ends_the_request(
+    otel: Otel,
+) -> None:
+    """A handler that swallows the server's message-less cancellation and returns: the
+    request is cancelled as `server_shutdown` all the same; its answer is not written."""
+    server = McpServer("swallowers")
+
+    @server.tool()
+    async def stays() -> str:
+        """Waits; returns when cancelled."""
+        try:
+            await anyio.sleep_forever()
+        except asyncio.CancelledError:
+            return "swallowed"
+        return "never"
+
+    wire = await _cancelled_without_a_message(server, otel)
+    assert wire.messages[-1]["error"]["data"] == {"reason": "server_shutdown"}
+    assert all("result" not in m for m in wire.messages)
+    [span] = otel.spans.get_finished_spans()
+    assert attrs(span)["mcp_asgi.cancellation.reason"] == "server_shutdown"
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Task.cancelling() is 3.11+")
+async def test_a_servers_cancel_is_heard_after_a_subprocess_is_stopped(otel: Otel) -> None:
+    """A server's message-less cancellation while the handler runs a subprocess: anyio's
+    task group stopping it takes one cancellation back from the request's task that it
+    never sent, so the task's count alone would say it was taken back; the handler's
+    `finally` hears `server_shutdown` all the same."""
+    server = McpServer("processes")
+    heard: list[CancelReason | None] = []
+
+    @server.tool()
+    async def stays(ctx: Context) -> str:
+        """Runs a shell with a background job until cancelled."""
+        try:
+            await ctx.run_process(["/bin/sh", "-c", "sleep 30 & wait"])
+        finally:
+            heard.append(ctx.cancel_reason)
+        return "never"
+
+    wire = await _cancelled_without_a_message(server, otel)
+    assert heard == [CancelReason.SERVER_SHUTDOWN]
+    assert wire.messages[-1]["error"]["data"] == {"reason": "server_shutdown"}

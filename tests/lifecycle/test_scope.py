@@ -233,9 +233,19 @@ async def test_an_outside_anyio_cancel_is_a_server_shutdown(otel: Otel) -> None:
     assert not app._inflight
 
 
-async def test_a_native_task_cancel_is_a_server_shutdown(otel: Otel) -> None:
-    """What uvicorn does after `timeout_graceful_shutdown`: `task.cancel()` on the ASGI
-    task. Same outcome: shutdown error written, span ended, the cancel propagates."""
+@pytest.mark.parametrize(
+    "message",
+    [
+        pytest.param("Task cancelled, timeout graceful shutdown exceeded", id="uvicorn"),
+        pytest.param(None, id="hypercorn-daphne"),
+    ],
+)
+async def test_a_native_task_cancel_is_a_server_shutdown(otel: Otel, message: str | None) -> None:
+    """What an ASGI server does at its graceful-shutdown timeout: `task.cancel()` on the
+    ASGI task, with a message (uvicorn's) or none (Hypercorn's, Daphne's, like asyncio's
+    own for a handler's `asyncio.timeout`). Same outcome: the handler hears the reason in
+    its `finally`, the shutdown error is written, the thread told, the span ended, and
+    the cancel propagates."""
     seen = Seen()
     app = mcp_app(build_server(seen), otel, response_mode="sse")
     wire = wire_for("tools/call", {"name": "offloaded"}, accept=SSE)
@@ -243,7 +253,7 @@ async def test_a_native_task_cancel_is_a_server_shutdown(otel: Otel) -> None:
         task = asyncio.get_running_loop().create_task(wire.run(app))
         await seen.started.wait()
         await anyio.wait_all_tasks_blocked()
-        task.cancel()
+        task.cancel(message)
         await asyncio.wait([task])
     assert task.cancelled()
     assert seen.token is not None
