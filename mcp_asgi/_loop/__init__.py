@@ -9,6 +9,7 @@ lifespan, asyncio only).
                 cancelled from outside without anyio naming the task that cancels, and
                 without anyio's re-delivery once left (drop_redelivery); who sent a
                 cancellation (sent_from_within), how many are pending (cancelling)
+    cheap_scope the handler's cancel scope: anyio's, entered and left for less
     eager       at_once: an awaitable's first step taken now (its value, or the wait it began)
     interrupt   within / Waits: waits ended by the task's own cancellation;
                 within_after_first_step: no limit for what ends in its first step;
@@ -29,6 +30,7 @@ into anyio 4's asyncio backend.
 Imports nothing else from mcp_asgi.
 """
 
+from mcp_asgi._loop.cheap_scope import cheap_scope
 from mcp_asgi._loop.clock import Clock, loop_clock
 from mcp_asgi._loop.current import (
     cancel_from_outside,
@@ -70,6 +72,7 @@ __all__ = [
     "beside",
     "cancel_from_outside",
     "cancelling",
+    "cheap_scope",
     "checkpoint",
     "discard_deadline",
     "drop_redelivery",

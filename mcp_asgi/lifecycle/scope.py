@@ -40,11 +40,11 @@ from mcp_asgi._loop import (
     at_once,
     cancel_from_outside,
     cancelling,
+    cheap_scope,
     checkpoint,
     drop_redelivery,
     loop_clock,
     native_task,
-    new_cancel_scope,
     sent_from_within,
 )
 from mcp_asgi.http.reply import ReplyWriter
@@ -196,7 +196,7 @@ class RequestScope:
         self._phase = _RUNNING
         self._over: LazyEvent | None = None  # run() has returned: made by a wait for it
         self._work = RunningWork(self, threads)
-        self._handler_scope = new_cancel_scope()
+        self._handler_scope = cheap_scope()
         self._keepalive_interval = keepalive_interval
         self._watcher: Watcher | None = None  # made when it first watches (most never do)
         self._unwatched = False  # stopped before the watcher was made

@@ -1,0 +1,209 @@
+"""`cheap_scope()`: anyio's asyncio cancel scope, entered and left by steps of its own in
+the common case. Each test does the same with anyio's own scope and compares what anyio
+sees (the task's current scope, parents and children, what was caught), so a change in
+anyio that these steps miss fails here."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+
+import anyio
+import pytest
+from anyio._backends._asyncio import _task_states
+
+from mcp_asgi._loop import cheap_scope
+from mcp_asgi._loop.cheap_scope import CheapScope
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.fast_paths,
+    pytest.mark.skipif(sys.version_info < (3, 11), reason="the cheap steps are for 3.11+"),
+]
+
+MAKERS: dict[str, Callable[[], anyio.CancelScope]] = {
+    "anyio": anyio.CancelScope,
+    "cheap": cheap_scope,
+}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def current_scope() -> anyio.CancelScope | None:
+    task = asyncio.current_task()
+    state = _task_states.get(task) if task is not None else None
+    return None if state is None else state.cancel_scope
+
+
+def links(scope: anyio.CancelScope) -> tuple[object, ...]:
+    """What anyio keeps of a scope: its parent, children, tasks, host, activity."""
+    return (
+        scope._parent_scope,  # type: ignore[attr-defined,unused-ignore]
+        frozenset(scope._child_scopes),  # type: ignore[attr-defined,unused-ignore]
+        frozenset(scope._tasks),  # type: ignore[attr-defined,unused-ignore]
+        scope._host_task,  # type: ignore[attr-defined,unused-ignore]
+        scope._active,  # type: ignore[attr-defined,unused-ignore]
+    )
+
+
+async def test_on_asyncio_it_is_anyios_scope_with_the_cheap_steps() -> None:
+    scope = cheap_scope()
+    assert isinstance(scope, CheapScope)
+    assert isinstance(scope, type(anyio.CancelScope()))
+    assert scope.deadline == float("inf")
+    assert not scope.shield
+    assert not scope.cancel_called
+
+
+@pytest.mark.parametrize("make", MAKERS.values(), ids=MAKERS.keys())
+async def test_entered_and_left_in_a_task_with_no_scope(
+    make: Callable[[], anyio.CancelScope],
+) -> None:
+    """A fresh task (as a server's request task): its anyio state is made on entering, the
+    scope is current inside and the task's only one, and leaving restores no scope."""
+
+    async def run() -> tuple[object, ...]:
+        assert current_scope() is None
+        scope = make()
+        with scope:
+            assert current_scope() is scope
+            inside = links(scope)
+        assert current_scope() is None
+        return inside + links(scope)
+
+    task = asyncio.get_running_loop().create_task(run())
+    parent, children, tasks, host, active, *after = await task
+    assert (parent, children, tasks, host, active) == (None, frozenset(), {task}, task, True)
+    assert after == [None, frozenset(), frozenset(), None, False]
+
+
+@pytest.mark.parametrize("make", MAKERS.values(), ids=MAKERS.keys())
+async def test_nested_in_another_scope_links_and_unlinks_as_anyios(
+    make: Callable[[], anyio.CancelScope],
+) -> None:
+    with anyio.CancelScope() as outer:  # noqa: ASYNC100 - only entered and left
+        scope = make()
+        with scope:
+            assert current_scope() is scope
+            assert scope._parent_scope is outer  # type: ignore[attr-defined,unused-ignore]
+            assert outer._child_scopes == {scope}
+            assert asyncio.current_task() not in outer._tasks  # type: ignore[attr-defined,unused-ignore]
+        assert current_scope() is outer
+        assert outer._child_scopes == set()  # type: ignore[attr-defined,unused-ignore]
+        assert asyncio.current_task() in outer._tasks  # type: ignore[attr-defined,unused-ignore]
+
+
+@pytest.mark.parametrize("make", MAKERS.values(), ids=MAKERS.keys())
+async def test_cancelled_while_in_its_cancellation_is_caught(
+    make: Callable[[], anyio.CancelScope],
+) -> None:
+    scope = make()
+    with scope:
+        scope.cancel()
+        await anyio.sleep(30)
+    assert scope.cancelled_caught
+    assert current_scope() is None or current_scope() is not scope
+
+
+@pytest.mark.parametrize("make", MAKERS.values(), ids=MAKERS.keys())
+async def test_cancelled_before_it_is_entered(make: Callable[[], anyio.CancelScope]) -> None:
+    scope = make()
+    scope.cancel()
+    with scope:
+        await anyio.sleep(30)
+    assert scope.cancelled_caught
+
+
+@pytest.mark.parametrize("make", MAKERS.values(), ids=MAKERS.keys())
+async def test_a_shield_inside_holds_its_cancellation_back(
+    make: Callable[[], anyio.CancelScope],
+) -> None:
+    scope = make()
+    finished = False
+    with scope:
+        with anyio.CancelScope(shield=True):
+            scope.cancel()
+            await anyio.sleep(0.01)
+            finished = True
+        await anyio.sleep(30)
+    assert finished
+    assert scope.cancelled_caught
+
+
+@pytest.mark.parametrize("make", MAKERS.values(), ids=MAKERS.keys())
+async def test_a_parent_cancelled_while_it_is_in_reaches_the_task_after_it(
+    make: Callable[[], anyio.CancelScope],
+) -> None:
+    """The parent's cancellation, held back by a shield under the scope, is delivered once
+    the scope is left (anyio restarts it in the parent)."""
+    reached = False
+    with anyio.CancelScope() as outer:
+        with make():
+            with anyio.CancelScope(shield=True):
+                outer.cancel()
+                await anyio.sleep(0.01)
+        reached = True
+        await anyio.sleep(30)
+    assert reached
+    assert outer.cancelled_caught
+
+
+@pytest.mark.parametrize("make", MAKERS.values(), ids=MAKERS.keys())
+async def test_a_task_group_inside_is_cancelled_with_it(
+    make: Callable[[], anyio.CancelScope],
+) -> None:
+    stopped: list[bool] = []
+
+    async def child() -> None:
+        try:
+            await anyio.sleep(30)
+        finally:
+            stopped.append(True)
+
+    scope = make()
+    with scope:
+        async with anyio.create_task_group() as group:
+            group.start_soon(child)
+            await anyio.sleep(0.01)
+            scope.cancel()
+    assert stopped == [True]
+    assert scope.cancelled_caught
+
+
+@pytest.mark.parametrize("make", MAKERS.values(), ids=MAKERS.keys())
+async def test_left_out_of_order_is_anyios_error(make: Callable[[], anyio.CancelScope]) -> None:
+    scope = make()
+    inner = anyio.CancelScope()
+    scope.__enter__()
+    inner.__enter__()
+    with pytest.raises(RuntimeError, match="current cancel scope"):
+        scope.__exit__(None, None, None)
+    inner.__exit__(None, None, None)
+    scope.__exit__(None, None, None)
+    assert current_scope() is None or current_scope() is not scope
+
+
+@pytest.mark.parametrize("make", MAKERS.values(), ids=MAKERS.keys())
+async def test_a_native_cancellation_passes_through(make: Callable[[], anyio.CancelScope]) -> None:
+    """`task.cancel()` from outside is not the scope's: it is not swallowed."""
+
+    async def run() -> None:
+        with make():
+            await anyio.sleep(30)
+
+    task = asyncio.get_running_loop().create_task(run())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+@pytest.mark.parametrize("make", MAKERS.values(), ids=MAKERS.keys())
+async def test_entered_while_in_is_anyios_error(make: Callable[[], anyio.CancelScope]) -> None:
+    scope = make()
+    with scope, pytest.raises(RuntimeError, match="single 'with' block"):
+        scope.__enter__()
