@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from mcp_asgi.lifecycle.armed import ANYWHERE
+
 from . import load, targets
 
 PORT = 8000  # only in the Host header
@@ -85,9 +87,10 @@ async def exchange(
         await (gone or done).wait()
         return {"type": "http.disconnect"}
 
-    # as uvicorn's, it only waits on an asyncio.Event: mcp_asgi begins it in the request's
-    # own task, as it does uvicorn's (`mcp_asgi.lifecycle.armed`); other apps ignore this
-    receive.plain_receive = True  # type: ignore[attr-defined]
+    # as uvicorn's, it only waits on an asyncio.Event and makes the message: mcp_asgi
+    # begins it in the request's own task and finishes it where it wakes, as it does
+    # uvicorn's (`mcp_asgi.lifecycle.armed`, `ANYWHERE`); other apps ignore this
+    receive.plain_receive = ANYWHERE  # type: ignore[attr-defined]
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)

@@ -104,6 +104,12 @@ class Begun(Generic[T]):
         if close is not None:
             close()
 
+    @classmethod
+    def raising(cls, exc: BaseException) -> Begun[Any]:
+        """One that raises `exc` when it is gone on with (where a step taken elsewhere
+        failed, to be raised in the task that goes on with it)."""
+        return cls(_raise(exc), _TAKEN, True)
+
     @property
     def pending(self) -> Any:
         """What it waits for, not yet handed to a task (`_TAKEN` once handed out)."""
@@ -132,6 +138,13 @@ class Begun(Generic[T]):
 
 _logger = logging.getLogger("mcp_asgi")  # (_loop imports nothing else of mcp_asgi)
 _TAKEN: Any = object()  # `Begun._pending` once its first yield was handed out
+
+
+async def _raise(exc: BaseException) -> Any:
+    try:
+        raise exc
+    finally:
+        del exc  # (its traceback would hold this frame)
 
 
 def at_once(awaitable: Awaitable[T]) -> T | Begun[T]:

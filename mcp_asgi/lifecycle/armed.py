@@ -16,7 +16,10 @@ request's task, where the server woke it as the reply ended, or given up (`finis
 A `receive()` begun in one task and finished in another must take no cancel scope and
 start no task in its first step (a `BaseHTTPMiddleware` around us enters a task group
 there; `asyncio.timeout` binds to the task): only a receive known to be plain is begun
-here (`begins_plainly`), any other gets the watcher's task from the start, as before.
+here (`plainness`), any other gets the watcher's task from the start, as before. One whose
+steps need no task at all (a server's: uvicorn's, `asyncio.Queue.get`) is finished in the
+callback itself when it wakes: its message goes to `TakesOver.received`, so the client
+leaving cancels the handler with no task made for it.
 """
 
 from __future__ import annotations
@@ -33,32 +36,54 @@ from mcp_asgi.lifecycle.watcher import Received
 
 _PLAIN: Final = "plain_receive"
 _PLAIN_SERVERS: Final = (("uvicorn.protocols.http.", "receive"), ("asyncio.queues", "get"))
-"""Bound methods known to be plain, by their object's module (a prefix) and their name:
-uvicorn's request-response cycles (h11, httptools), which only wait on an `asyncio.Event`,
-and `asyncio.Queue.get`, which Hypercorn hands over as `receive` on asyncio."""
+"""Bound methods known to be plain anywhere, by their object's module (a prefix) and their
+name: uvicorn's request-response cycles (h11, httptools), which only wait on an
+`asyncio.Event` and then make the message, and `asyncio.Queue.get`, which Hypercorn hands
+over as `receive` on asyncio."""
+
+NOT_PLAIN: Final = 0
+"""A `receive()` that is only ever awaited, by one task (the watcher's)."""
+PLAIN: Final = 1
+"""Begun in one task and finished in another (its first step takes no cancel scope and
+starts no task)."""
+ANYWHERE: Final = 2
+"""`PLAIN`, and its later steps need no task at all (no anyio, no running task asked for):
+finished in a loop callback once what it waits for is done."""
 
 R = TypeVar("R")
 
 
 def plain(receive: R) -> R:
-    """Mark `receive` (a function) as plain: its first step takes no cancel scope and
-    starts no task, so it may be begun in one task and finished in another. Returns it.
-    (A callable object says so with an attribute `plain_receive` of its own.)"""
-    setattr(receive, _PLAIN, True)
+    """Mark `receive` (a function) as `PLAIN`. Returns it. (A callable object says so with
+    an attribute `plain_receive` of its own: true, or `ANYWHERE`.)"""
+    setattr(receive, _PLAIN, PLAIN)
     return receive
 
 
-def begins_plainly(receive: Receive) -> bool:
-    """Whether `receive` is known to be plain (`plain`): marked so, or a bound method of a
-    server known to keep it so (`_PLAIN_SERVERS`)."""
+def plain_anywhere(receive: R) -> R:
+    """Mark `receive` (a function) as `ANYWHERE` plain. Returns it."""
+    setattr(receive, _PLAIN, ANYWHERE)
+    return receive
+
+
+def plainness(receive: Receive) -> int:
+    """How plain `receive` is known to be (`NOT_PLAIN`, `PLAIN`, `ANYWHERE`): as marked
+    (`plain`), or `ANYWHERE` for a bound method of a server known to keep it so
+    (`_PLAIN_SERVERS`)."""
     # the server first: a bound method's missing attribute would cost an AttributeError
     server = getattr(receive, "__self__", None)
     if server is not None:
         module, name = type(server).__module__, getattr(receive, "__name__", "")
         for prefix, method in _PLAIN_SERVERS:
             if name == method and module.startswith(prefix):
-                return True
-    return bool(getattr(receive, _PLAIN, False))
+                return ANYWHERE
+    marked = getattr(receive, _PLAIN, False)
+    return ANYWHERE if marked == ANYWHERE else PLAIN if marked else NOT_PLAIN
+
+
+def begins_plainly(receive: Receive) -> bool:
+    """Whether `receive` is known to be plain (`PLAIN` or `ANYWHERE`)."""
+    return plainness(receive) != NOT_PLAIN
 
 
 class TakesOver(Protocol):
@@ -72,13 +97,23 @@ class TakesOver(Protocol):
         context: contextvars.Context | None,
     ) -> None: ...
 
+    def received(
+        self,
+        message: Message,
+        receive: Receive,
+        since: float,
+        context: contextvars.Context,
+    ) -> None:
+        """The armed `receive()`, finished where it woke (`ANYWHERE`), answered `message`
+        (on the loop, in the request's `context`)."""
+
 
 class ArmedWatch:
     """One request's watch while its handler waits in the request's task: `receive()`
     begun there, a callback on what it waits for, and the deadline or first keep-alive on
     the loop's timer. Made only where that wait is an asyncio future."""
 
-    __slots__ = ("_context", "_first", "_owner", "_receive", "_since", "_timed")
+    __slots__ = ("_anywhere", "_context", "_first", "_owner", "_receive", "_since", "_timed")
 
     def __init__(
         self,
@@ -89,16 +124,18 @@ class ArmedWatch:
         since: float,
         until: float,
         context: contextvars.Context,
+        anywhere: bool = False,
     ) -> None:
         """`first`: `receive()` begun, waiting on an asyncio future; `since`: when the
         handler began to wait (on the request's clock); `until`: when the watch must act
         by itself (the deadline, or the first keep-alive); `context`: the request's, for
-        the watcher's task."""
+        the watcher's task; `anywhere`: `receive` is `ANYWHERE` plain."""
         self._owner: TakesOver | None = owner
         self._receive = receive
         self._first = first
         self._since = since
         self._context = context
+        self._anywhere = anywhere
         self._timed = until < math.inf
         future: asyncio.Future[Any] = first.pending
         future.add_done_callback(self._woke, context=context)
@@ -106,8 +143,24 @@ class ArmedWatch:
             add_deadline(self, until)
 
     def _woke(self, _: asyncio.Future[Any]) -> None:
-        """What `receive()` waits for is done: a message came (the client left, mostly)."""
-        self.fire()
+        """What `receive()` waits for is done: a message came (the client left, mostly).
+        An `ANYWHERE` receive is finished here and its message handed over; one that waits
+        again goes on in the watcher's task, and so does one that fails (raising there)."""
+        if not self._anywhere:
+            self.fire()
+            return
+        owner = self._disarm()
+        if owner is None:
+            return
+        first, receive, since, context = self._first, self._receive, self._since, self._context
+        try:
+            first.step()
+        except StopIteration as ended:
+            owner.received(ended.value, receive, since, context)
+            return
+        except Exception as failed:  # raised in the watcher's task, as if it had failed there
+            first = Begun.raising(failed)
+        owner.start_watcher(receive, first, since, context)
 
     def time_up(self) -> None:
         """The deadline, or the first keep-alive's time (`Due`)."""

@@ -30,18 +30,20 @@ from contextlib import AbstractContextManager
 from typing import Any, Final, TypeVar
 
 import anyio
-from starlette.types import Receive
+from starlette.types import Message, Receive
 
 from mcp_asgi._loggers import errors_logger as _errors
 from mcp_asgi._loop import (
     Begun,
     Clock,
     Task,
+    add_deadline,
     at_once,
     cancel_from_outside,
     cancelling,
     cheap_scope,
     checkpoint,
+    discard_deadline,
     drop_redelivery,
     loop_clock,
     native_task,
@@ -49,7 +51,7 @@ from mcp_asgi._loop import (
 )
 from mcp_asgi.http.reply import ReplyWriter
 from mcp_asgi.lifecycle import runner
-from mcp_asgi.lifecycle.armed import ArmedWatch, begins_plainly
+from mcp_asgi.lifecycle.armed import ANYWHERE, NOT_PLAIN, ArmedWatch, plainness
 from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelled, signal_token
 from mcp_asgi.lifecycle.cancel_log import listens, log_cancelled, log_ignored, log_orphan_exited
 from mcp_asgi.lifecycle.lazy_event import LazyEvent
@@ -92,7 +94,7 @@ class Phase(enum.IntEnum):
 # a member looked up on an Enum class costs ~0.4 µs (Python 3.11); a module global, little
 _RUNNING, _RETURNED, _ANSWERING, _ANSWERED, _ENDED = Phase
 _CLIENT_DISCONNECT, _TIMEOUT = CancelReason.CLIENT_DISCONNECT, CancelReason.TIMEOUT
-_CLIENT_GONE, _DEADLINE = WatchEnd.CLIENT_GONE, WatchEnd.DEADLINE
+_CLIENT_GONE, _DEADLINE, _STOPPED = WatchEnd
 
 
 _OVER = LazyEvent()
@@ -116,6 +118,7 @@ class RequestScope:
         "_error",
         "_exception",
         "_exited_at",
+        "_graced",
         "_handler_scope",
         "_keepalive_interval",
         "_lock",
@@ -202,6 +205,7 @@ class RequestScope:
         self._unwatched = False  # stopped before the watcher was made
         self._watcher_task: Task | None = None  # the watcher's own task (asyncio), if any
         self._armed: ArmedWatch | None = None  # watched from the handler's task (asyncio)
+        self._graced = False  # the loop's timer holds the grace period (`received`)
 
     # -- read-only state ---------------------------------------------------------------
 
@@ -512,23 +516,29 @@ class RequestScope:
         (`receive()` raised), the handler is stopped (with no reason of its own) and the
         failure raised; once the request has ended (a watcher in a task of its own that
         nobody waits for any more) it is logged instead."""
-        watcher = self._watching()
-        try:
-            end = await watcher.watch(receive, first, since)
-        except Exception:  # (a cancellation from outside is the runner's to handle)
-            if self._phase is _ENDED:  # the request is over: nobody waits for this task
-                _errors.warning(
-                    "receive() failed after the request ended",
-                    exc_info=True,
-                    extra=self._log_fields(),
-                )
-                return
-            self._watch_failed()
-            raise
+        self._ungrace()  # (in the handler's task, once the handler has left)
+        watcher = None
+        if first is None and self._unwatched and self._watcher is None:
+            end = _STOPPED  # what a watcher made now would say at once (none is made)
+        else:
+            watcher = self._watching()
+            try:
+                end = await watcher.watch(receive, first, since)
+            except Exception:  # (a cancellation from outside is the runner's to handle)
+                if self._phase is _ENDED:  # the request is over: nobody waits for this task
+                    _errors.warning(
+                        "receive() failed after the request ended",
+                        exc_info=True,
+                        extra=self._log_fields(),
+                    )
+                    return
+                self._watch_failed()
+                raise
         if end is _CLIENT_GONE:
             if self._phase >= _ANSWERING:
                 return  # the reply is complete (ASGI servers then report a disconnect)
             if self._client_gone(from_watcher=True):
+                assert watcher is not None  # (it said so)
                 end = await watcher.until_deadline()
         if end is _DEADLINE:
             self._signal(_TIMEOUT, from_watcher=True)
@@ -596,11 +606,12 @@ class RequestScope:
         """The handler waits in this, the request's own task: the client is watched from
         here (`ArmedWatch`) until something happens, then by the watcher's task. By the
         watcher's task from the start where `receive` is not known to be plain
-        (`begins_plainly`), waits on anything but an asyncio future or answers at once, or
+        (`plainness`), waits on anything but an asyncio future or answers at once, or
         the request was signalled in the handler's first step (and on Python 3.10, whose
         tasks cannot be given a context)."""
         since = self._clock()
-        if self._reason is not None or sys.version_info < (3, 11) or not begins_plainly(receive):
+        how_plain = NOT_PLAIN if self._reason is not None else plainness(receive)
+        if how_plain == NOT_PLAIN or sys.version_info < (3, 11):
             self.start_watcher(receive, None, since, None)
             return
         context = contextvars.copy_context()  # the request's, for the watcher's task
@@ -618,6 +629,7 @@ class RequestScope:
                 since=since,
                 until=min(self._deadline, since + interval),
                 context=context,
+                anywhere=how_plain == ANYWHERE,
             )
         else:
             self.start_watcher(receive, first, since, context)
@@ -635,6 +647,40 @@ class RequestScope:
         self._armed = None
         self._watcher_task = runner.watch_beside(self, receive, first, since, context)
 
+    def received(
+        self,
+        message: Message,
+        receive: Receive,
+        since: float,
+        context: contextvars.Context,
+    ) -> None:
+        """The `receive()` watched from the handler's task answered `message`, finished on
+        the loop where it woke (`ArmedWatch`). The client leaving cancels the request here,
+        with no watcher's task: the handler's task waits out the grace period once the
+        handler has left (`watch`), and a handler that outlives it is given up by the
+        loop's timer (`time_up`). Anything else goes on in the watcher's task."""
+        if message["type"] != "http.disconnect" or not self._cancel_on_disconnect:
+            self.start_watcher(receive, message, since, context)
+            return
+        self._unwatched = True  # its receive() is over: nothing is left to watch
+        if self._signal(_CLIENT_DISCONNECT, from_watcher=True) and self._work.running:
+            self._graced = True
+            add_deadline(self, self._clock() + self._cancel_grace)
+
+    def time_up(self) -> None:
+        """The grace period of a request cancelled with no watcher's task is over, with
+        its handler still running (`Due`): it ends now as an orphan (the span, the
+        record), and is counted until its work returns."""
+        self._graced = False
+        if self._work.running:
+            self._end()
+
+    def _ungrace(self) -> None:
+        """The grace period's timer (`received`) is no longer needed."""
+        if self._graced:
+            self._graced = False
+            discard_deadline(self)
+
     def _client_gone(self, *, from_watcher: bool = False) -> bool:
         """The client went away: cancel, unless this scope outlives disconnects (then only
         stop writing). True if the request goes on."""
@@ -647,6 +693,7 @@ class RequestScope:
     async def stopped_from_outside(self) -> None:
         """The request's task itself is being cancelled (call it shielded): a server
         shutdown, answered as one, with the grace period waited out here."""
+        self._ungrace()
         self.cancel(CancelReason.SERVER_SHUTDOWN)
         # also when a lifespan shutdown signalled first: its watcher was cancelled with us
         await self._reply_server_error()
@@ -670,6 +717,7 @@ class RequestScope:
 
     def finish(self) -> None:
         """`run` is over: end the request (if not yet), and wake `wait_exited`."""
+        self._ungrace()
         self._end()
         if self._over is None:
             self._over = _OVER  # nobody waits yet: one set for every request

@@ -40,7 +40,7 @@ from mcp_asgi.legacy import methods as legacy
 from mcp_asgi.legacy.era import negotiate_version
 from mcp_asgi.legacy.sessions import LegacySession, session_request
 from mcp_asgi.legacy.stream import notification as change_notification
-from mcp_asgi.lifecycle.armed import plain
+from mcp_asgi.lifecycle.armed import plain_anywhere
 from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.lifecycle.scope import RequestScope
 from mcp_asgi.protocol import jsonrpc
@@ -298,7 +298,7 @@ class StdioConnection:
                 del self._in_flight[request_id]
                 self._room.set()
 
-    @plain  # an anyio Event's wait: begun in a request's task, finished in its watcher's
+    @plain_anywhere  # an anyio Event's wait: begun in a request's task, finished anywhere
     async def _receive(self) -> Message:
         """What a request's watcher reads: the client is gone when stdin closes."""
         await self._reader.eof.wait()

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import sys
 import threading
+from functools import partial
 from typing import Any
 
 import anyio
@@ -22,7 +23,15 @@ import pytest
 from starlette.types import Message
 
 from mcp_asgi import CancelReason, CancelToken, Context, McpServer
-from mcp_asgi.lifecycle.armed import begins_plainly, plain
+from mcp_asgi.lifecycle import runner
+from mcp_asgi.lifecycle.armed import (
+    ANYWHERE,
+    PLAIN,
+    begins_plainly,
+    plain,
+    plain_anywhere,
+    plainness,
+)
 from mcp_asgi.protocol.jsonrpc import JsonObject
 
 from ..helpers import (
@@ -82,15 +91,33 @@ def build_server(seen: Seen) -> McpServer:
     return server
 
 
-async def run_plainly(wire: Wire, app: object) -> None:
-    """Drive `app` with `wire`, its `receive` marked plain (it waits on an anyio event)."""
+async def run_plainly(wire: Wire, app: object, *, anywhere: bool = False) -> None:
+    """Drive `app` with `wire`, its `receive` marked plain (it waits on an anyio event, and
+    then makes the message: `anywhere` marks it so, as uvicorn's is)."""
 
-    @plain
     async def receive() -> Message:
         return await wire.receive()
 
     assert callable(app)
-    await app(wire.scope, receive, wire.send)
+    mark = plain_anywhere if anywhere else plain
+    await app(wire.scope, mark(receive), wire.send)
+
+
+@pytest.fixture
+def watchers(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Each watcher's task made (its request scope), as it is made."""
+    made: list[object] = []
+    real = runner.watch_beside
+
+    def counted(steps: Any, *args: Any) -> Any:
+        made.append(steps)
+        return real(steps, *args)
+
+    monkeypatch.setattr(runner, "watch_beside", counted)
+    return made
+
+
+PLAINNESS = [pytest.param(False, id="plain"), pytest.param(True, id="anywhere")]
 
 
 def _keepalives(wire: Wire) -> list[Message]:
@@ -155,20 +182,25 @@ async def test_a_receive_never_woken_is_given_up_at_the_end() -> None:
     assert given_up == [True]
 
 
+@pytest.mark.parametrize("anywhere", PLAINNESS)
 @pytest.mark.parametrize("accept", [JSON, SSE])
-async def test_the_client_leaving_cancels_the_waiting_handler(otel: Otel, accept: str) -> None:
+async def test_the_client_leaving_cancels_the_waiting_handler(
+    otel: Otel, accept: str, anywhere: bool, watchers: list[object]
+) -> None:
     """The client leaves while the handler waits: what `receive()` waited for wakes the
-    watch, the watcher's task takes over with that same `receive()`, and the handler is
-    cancelled with `client_disconnect`; nothing is written after."""
+    watch, and the handler is cancelled with `client_disconnect`; nothing is written
+    after. The watcher's task takes over with that same `receive()`, unless it may be
+    finished where it woke (`anywhere`): then no task is made at all."""
     seen = Seen()
     app = mcp_app(build_server(seen), otel)
     wire = wire_for("tools/call", {"name": "waiter"}, accept=accept)
     async with watchdog(), anyio.create_task_group() as tg:
-        tg.start_soon(run_plainly, wire, app)
+        tg.start_soon(partial(run_plainly, wire, app, anywhere=anywhere))
         await seen.started.wait()
         await anyio.wait_all_tasks_blocked()
-        assert _tasks_named("RequestScope.watch") == []  # armed: no watcher's task yet
+        assert watchers == []  # armed: no watcher's task yet
         wire.disconnect()
+    assert len(watchers) == (0 if anywhere else 1)
     assert seen.reason is CancelReason.CLIENT_DISCONNECT
     assert wire.disconnected_at is not None
     after = wire.sent[wire.disconnected_at :]  # at most what completes the HTTP exchange
@@ -179,21 +211,27 @@ async def test_the_client_leaving_cancels_the_waiting_handler(otel: Otel, accept
     assert not app._inflight
 
 
-async def test_the_client_leaving_cancels_a_thread(otel: Otel) -> None:
+@pytest.mark.parametrize("anywhere", PLAINNESS)
+async def test_the_client_leaving_cancels_a_thread(
+    otel: Otel, anywhere: bool, watchers: list[object]
+) -> None:
     """A `def` tool waits in its thread, the request's task on the thread's future, the
-    client watched from that task: its leaving reaches the thread through its token."""
+    client watched from that task: its leaving reaches the thread through its token, and
+    the request's task waits for the thread's return (within the grace period)."""
     seen = Seen()
     app = mcp_app(build_server(seen), otel)
     wire = wire_for("tools/call", {"name": "threaded"}, accept=JSON)
     async with watchdog(), anyio.create_task_group() as tg:
-        tg.start_soon(run_plainly, wire, app)
+        tg.start_soon(partial(run_plainly, wire, app, anywhere=anywhere))
         await anyio.to_thread.run_sync(seen.thread_started.wait, 5)
         await anyio.wait_all_tasks_blocked()
-        assert _tasks_named("RequestScope.watch") == []  # armed: no watcher's task yet
+        assert watchers == []  # armed: no watcher's task yet
         wire.disconnect()
-    await eventually(lambda: seen.thread_reason is not None, what="the thread's return")
-    assert seen.thread_reason is CancelReason.CLIENT_DISCONNECT
+    assert seen.thread_reason is CancelReason.CLIENT_DISCONNECT  # returned before the end
+    assert len(watchers) == (0 if anywhere else 1)
     assert wire.messages == []
+    [span] = otel.spans.get_finished_spans()
+    assert attrs(span)["mcp_asgi.cancellation.outcome"] == "exited"
 
 
 @pytest.mark.parametrize("accept", [JSON, SSE])
@@ -476,3 +514,126 @@ async def test_a_servers_cancel_is_heard_after_a_subprocess_is_stopped(otel: Ote
     wire = await _cancelled_without_a_message(server, otel)
     assert heard == [CancelReason.SERVER_SHUTDOWN]
     assert wire.messages[-1]["error"]["data"] == {"reason": "server_shutdown"}
+
+
+# -- a receive() finished where it woke (ANYWHERE) ------------------------------------------
+
+
+async def test_servers_receives_may_be_finished_anywhere() -> None:
+    """uvicorn's cycles and `asyncio.Queue.get` are `ANYWHERE` plain; a function marked
+    `plain` only `PLAIN`, one marked `plain_anywhere` `ANYWHERE`."""
+    queue: asyncio.Queue[Message] = asyncio.Queue()
+    assert plainness(queue.get) == ANYWHERE
+
+    async def receive() -> Message:
+        return {"type": "http.disconnect"}
+
+    assert plainness(plain(receive)) == PLAIN
+    assert plainness(plain_anywhere(receive)) == ANYWHERE
+
+
+async def test_a_handler_that_outlives_its_grace_is_given_up_by_the_timer(
+    otel: Otel, watchers: list[object]
+) -> None:
+    """The client leaves; the handler holds its cancellation back (a shield) past the
+    grace period. With no watcher's task, the loop's timer ends the request as an orphan
+    at the grace period's end (its span, while the handler still runs); the request's
+    task returns once the handler does."""
+    server = McpServer("stubborn")
+    started, release = anyio.Event(), anyio.Event()
+    exited: list[bool] = []
+
+    @server.tool()
+    async def stubborn() -> str:
+        """Shields itself until released."""
+        with anyio.CancelScope(shield=True):
+            started.set()
+            await release.wait()
+        exited.append(True)
+        return "late"
+
+    app = mcp_app(server, otel, cancel_grace=0.05, process_kill_grace=0.01)
+    wire = wire_for("tools/call", {"name": "stubborn"}, accept=JSON)
+    async with watchdog(), anyio.create_task_group() as tg:
+        tg.start_soon(partial(run_plainly, wire, app, anywhere=True))
+        await started.wait()
+        await anyio.wait_all_tasks_blocked()
+        wire.disconnect()
+        await eventually(lambda: bool(otel.spans.get_finished_spans()), what="the span's end")
+        [span] = otel.spans.get_finished_spans()
+        assert attrs(span)["mcp_asgi.cancellation.outcome"] == "orphaned"
+        assert exited == []  # the handler still runs
+        assert app._inflight
+        release.set()
+    assert exited == [True]
+    assert watchers == []
+    assert wire.messages == []
+    assert not app._inflight
+
+
+async def test_a_message_other_than_a_disconnect_goes_on_in_the_watchers_task(
+    watchers: list[object],
+) -> None:
+    """The armed `receive()` answers something else (more of a body nobody reads): the
+    watcher's task takes over, reading on until the client leaves, which cancels."""
+    wire = wire_for("tools/call", {"name": "x"}, accept=JSON)
+    await wire.receive()  # the body was read by the middleware
+    scope = request_scope(wire.send)
+    more = anyio.Event()
+    reasons: list[CancelReason | None] = []
+
+    async def receive() -> Message:
+        if not more.is_set():
+            await more.wait()
+            return {"type": "http.request", "body": b"late", "more_body": False}
+        return await wire.receive()
+
+    async def handler() -> JsonObject:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            reasons.append(scope.reason)
+        return {"content": []}
+
+    async with watchdog(), anyio.create_task_group() as tg:
+        tg.start_soon(scope.run, plain_anywhere(receive), handler)
+        await anyio.wait_all_tasks_blocked()
+        more.set()
+        await eventually(lambda: len(watchers) == 1, what="the watcher's task")
+        assert reasons == []  # not cancelled by it
+        wire.disconnect()
+    assert reasons == [CancelReason.CLIENT_DISCONNECT]
+
+
+async def test_a_receive_failing_where_it_woke_stops_the_handler_and_is_raised(
+    watchers: list[object],
+) -> None:
+    """An `ANYWHERE` receive that raises once woken, finished on the loop: its failure is
+    raised in the watcher's task, as if it had failed there; the handler is stopped and
+    the failure raised."""
+    wire = wire_for("tools/call", {"name": "x"}, accept=JSON)
+    await wire.receive()  # the body was read by the middleware
+    scope = request_scope(wire.send)
+    stopped: list[bool] = []
+
+    async def handler() -> JsonObject:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            stopped.append(True)
+        return {"content": []}
+
+    async def break_it() -> None:
+        await anyio.wait_all_tasks_blocked()
+        wire.fail_receive()
+
+    async def receive() -> Message:
+        return await wire.receive()
+
+    async with watchdog():
+        breaker = asyncio.get_running_loop().create_task(break_it())
+        with pytest.raises(OSError, match="receive failed"):
+            await scope.run(plain_anywhere(receive), handler)
+        await breaker
+    assert stopped == [True]
+    assert len(watchers) == 1
