@@ -15,7 +15,9 @@
                    shielded
     elsewhere      (trio, the plain-anyio path) the handler in a child task (`beside`), the
                    watcher in the request's own
-    at the end     the watcher's task waited for (if any, and busy); RequestScope.finish,
+    at the end     (cancelled: one turn of the loop first, so that every handler a burst of
+                   cancels reached stops before any of those requests is settled) the
+                   watcher's task waited for (if any, and busy); RequestScope.finish,
                    however it ended
 
 The scope decides everything; this module only carries it out.
@@ -31,7 +33,7 @@ from typing import Any, Protocol
 import anyio
 from starlette.types import Receive
 
-from mcp_asgi._loop import Task, beside, on_asyncio
+from mcp_asgi._loop import Task, beside, checkpoint, on_asyncio
 from mcp_asgi.lifecycle.watcher import Received
 from mcp_asgi.protocol.jsonrpc import JsonObject
 
@@ -96,8 +98,12 @@ async def _run_in_request_task(steps: Steps, receive: Receive, call: Call, args:
     try:
         try:
             await steps.handle(call, args, receive)
-            if steps.watcher_task is None and steps.cancel_called:
-                await steps.watch(receive)  # cancelled in its first step: the rest of it
+            if steps.cancel_called:
+                # the handler has stopped: every other handler a burst of cancels reached
+                # on this turn stops before any of their requests' accounts are settled
+                await checkpoint()
+                if steps.watcher_task is None:
+                    await steps.watch(receive)  # no watcher's task: the rest of it here
         except asyncio.CancelledError:
             # the scope's own cancellations are swallowed: this one came from outside
             with anyio.CancelScope(shield=True):

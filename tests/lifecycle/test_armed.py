@@ -637,3 +637,50 @@ async def test_a_receive_failing_where_it_woke_stops_the_handler_and_is_raised(
         await breaker
     assert stopped == [True]
     assert len(watchers) == 1
+
+
+async def test_a_burst_of_cancels_stops_every_handler_before_any_request_is_settled(
+    otel: Otel,
+) -> None:
+    """Many clients leave on the same turn of the loop: each handler stops, then its
+    request's task lets the others' stop before settling its own (the span, the reply's
+    end), so the last handler stops no later than its own cancel's work allows."""
+    server = McpServer("burst")
+    events: list[tuple[str, int]] = []
+    waiting = 0
+
+    @server.tool()
+    async def waits(key: int) -> str:
+        """Waits until cancelled."""
+        nonlocal waiting
+        waiting += 1
+        try:
+            await anyio.sleep_forever()
+        finally:
+            events.append(("stopped", key))
+        return "never"
+
+    app = mcp_app(server, otel)
+    wires = [wire_for("tools/call", {"name": "waits", "arguments": {"key": k}}) for k in range(8)]
+
+    def settled(key: int, wire: Wire) -> Any:
+        async def send(message: Message) -> None:
+            if wire.disconnected_at is not None:
+                events.append(("settled", key))
+            await Wire.send(wire, message)
+
+        return send
+
+    for key, wire in enumerate(wires):
+        wire.send = settled(key, wire)  # type: ignore[method-assign]
+    async with watchdog(), anyio.create_task_group() as tg:
+        for wire in wires:
+            tg.start_soon(partial(run_plainly, wire, app, anywhere=True))
+        await eventually(lambda: waiting == len(wires), what="every call waiting")
+        await anyio.wait_all_tasks_blocked()
+        for wire in wires:
+            wire.disconnect()
+    kinds = [kind for kind, _ in events]
+    assert kinds.count("stopped") == len(wires)
+    assert "settled" in kinds
+    assert kinds.index("settled") > max(i for i, k in enumerate(kinds) if k == "stopped")
