@@ -11,6 +11,7 @@ request's runtime::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from starlette.types import Receive, Scope, Send
 
@@ -18,17 +19,21 @@ from mcp_asgi._loop import Clock
 from mcp_asgi.http.accept import ResponseMode
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Exchange:
     """One POST's ASGI scope, `receive` and `send`; its `body` as read (for the handler's
     `Request`); `arrived`, when its headers came on the loop's clock (the request's
     deadline counts from it); `mode`, how the reply is written (Accept); and `clock`, the
-    event loop's clock `arrived` was read on (the request's scope reads it too)."""
+    event loop's clock `arrived` was read on (the request's scope reads it too).
 
-    asgi_scope: Scope
-    receive: Receive
-    send: Send
-    body: bytes
-    arrived: float
-    mode: ResponseMode
-    clock: Clock
+    Read-only: every field is `Final`, which the type checker enforces (not a frozen
+    dataclass, whose `__init__` sets each field through `object.__setattr__`: one is made
+    per request, as `McpRequest` is)."""
+
+    asgi_scope: Final[Scope]
+    receive: Final[Receive]
+    send: Final[Send]
+    body: Final[bytes]
+    arrived: Final[float]
+    mode: Final[ResponseMode]
+    clock: Final[Clock]
