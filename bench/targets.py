@@ -193,16 +193,16 @@ def _record_signals(log: ExitLog) -> None:
     from mcp_asgi.lifecycle import scope as scope_module
 
     request_scope = getattr(scope_module, "RequestScope", None)
-    original = getattr(request_scope, "cancel", None)
+    original = getattr(request_scope, "_signal", None)  # every signal's one way in
     if request_scope is None or original is None:
         return
 
-    def cancel(self: Any, reason: Any) -> None:
-        if self.reason is None:
+    def signal(self: Any, reason: Any, **how: Any) -> Any:
+        if self.cancel_called is False:
             log.later("signal", self.request.id)
-        original(self, reason)
+        return original(self, reason, **how)
 
-    request_scope.cancel = cancel
+    request_scope._signal = signal
 
 
 def _otel_sdk_providers() -> dict[str, Any]:
