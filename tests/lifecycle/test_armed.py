@@ -47,7 +47,13 @@ from ..helpers import (
     wire_for,
 )
 
-pytestmark = pytest.mark.fast_paths  # the asyncio path itself (never the plain-anyio one)
+pytestmark = [
+    pytest.mark.fast_paths,  # the asyncio path itself (never the plain-anyio one)
+    pytest.mark.skipif(
+        sys.version_info < (3, 11),
+        reason="the watch is armed in the request's task on 3.11+ (tasks with a context)",
+    ),
+]
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -366,7 +372,6 @@ async def test_a_receive_failing_at_once_stops_the_waiting_handler_and_is_raised
     assert stopped == [True]
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is 3.11+")
 async def test_a_handlers_own_asyncio_timeout_is_no_shutdown(otel: Otel) -> None:
     """A handler that bounds a wait with `asyncio.timeout` and handles its `TimeoutError`
     answers; nothing cancels the request (asyncio cancels the task with no message, as a
@@ -392,7 +397,6 @@ async def test_a_handlers_own_asyncio_timeout_is_no_shutdown(otel: Otel) -> None
     assert "mcp_asgi.cancellation.reason" not in attrs(span)
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.TaskGroup is 3.11+")
 async def test_a_handlers_own_aborting_task_group_is_no_shutdown(otel: Otel) -> None:
     """An `asyncio.TaskGroup` whose child fails cancels the waiting handler's task (with no
     message) and takes the cancellation back: the handler handles the failure and
@@ -438,7 +442,6 @@ async def _cancelled_without_a_message(server: McpServer, otel: Otel) -> Wire:
     return wire
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is 3.11+")
 async def test_a_servers_cancel_is_still_heard_after_the_handlers_own_timeout(
     otel: Otel,
 ) -> None:
@@ -493,7 +496,6 @@ async def test_a_servers_cancel_the_handler_swallows_still_ends_the_request(
     assert attrs(span)["mcp_asgi.cancellation.reason"] == "server_shutdown"
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="Task.cancelling() is 3.11+")
 async def test_a_servers_cancel_is_heard_after_a_subprocess_is_stopped(otel: Otel) -> None:
     """A server's message-less cancellation while the handler runs a subprocess: anyio's
     task group stopping it takes one cancellation back from the request's task that it
