@@ -198,9 +198,10 @@ def _record_signals(log: ExitLog) -> None:
         return
 
     def signal(self: Any, reason: Any, **how: Any) -> Any:
-        if self.cancel_called is False:
+        accepted = original(self, reason, **how)
+        if accepted:  # (a signal refused, for a request already answered, is none)
             log.later("signal", self.request.id)
-        return original(self, reason, **how)
+        return accepted
 
     request_scope._signal = signal
 

@@ -10,8 +10,8 @@ the time; left with nothing cancelled. There anyio's own steps ask for the runni
 (a Python function before 3.12) twice, look its state up twice, check the deadline, and
 check its arguments and every parent scope's; these do what those steps do to the same
 fields, and no more. Anything else (a scope cancelled before it is entered or while it is
-in, a cancellation still to take back, an exit out of order) goes through anyio's own
-`__enter__` and `__exit__`, which also raise anyio's errors for misuse.
+in, a deadline set on it, a cancellation still to take back, an exit out of order) goes
+through anyio's own `__enter__` and `__exit__`, which also raise anyio's errors for misuse.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class CheapScope(_AsyncioScope):
 
     def __enter__(self) -> CheapScope:
         task = asyncio_task()
-        if self._cancel_called or self._active or task is None:
+        if self._cancel_called or self._active or task is None or self._deadline != math.inf:
             return super().__enter__()
         self._host_task = task
         self._tasks.add(task)

@@ -88,6 +88,13 @@ else:  # pragma: no cover - native_task() is None before 3.11
         raise NotImplementedError
 
 
+def entered_cancelling(scope: anyio.CancelScope) -> int:
+    """The count of cancellations pending on its task when `scope` was entered (anyio's
+    asyncio scope keeps it, on 3.11+; 0 elsewhere)."""
+    count: int = getattr(scope, "_cancelling_at_enter", 0)
+    return count
+
+
 def new_cancel_scope(*, deadline: float = math.inf, shield: bool = False) -> anyio.CancelScope:
     """`anyio.CancelScope(deadline=..., shield=...)`, the same object, made for less."""
     global _asyncio_scope

@@ -108,7 +108,7 @@ class Begun(Generic[T]):
     def raising(cls, exc: BaseException) -> Begun[Any]:
         """One that raises `exc` when it is gone on with (where a step taken elsewhere
         failed, to be raised in the task that goes on with it)."""
-        return cls(_raise(exc), _TAKEN, True)
+        return cls(_Raises(exc), _TAKEN, True)
 
     @property
     def pending(self) -> Any:
@@ -140,11 +140,26 @@ _logger = logging.getLogger("mcp_asgi")  # (_loop imports nothing else of mcp_as
 _TAKEN: Any = object()  # `Begun._pending` once its first yield was handed out
 
 
-async def _raise(exc: BaseException) -> Any:
-    try:
+class _Raises:
+    """The steps of `Begun.raising`: `exc` at the first, whether sent or thrown into (a
+    cancellation thrown in to give it up raises `exc` all the same: never lost)."""
+
+    __slots__ = ("_exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self._exc: BaseException | None = exc
+
+    def send(self, _: Any) -> Any:
+        exc, self._exc = self._exc, None
+        if exc is None:
+            raise StopIteration
         raise exc
-    finally:
-        del exc  # (its traceback would hold this frame)
+
+    def throw(self, *_: Any) -> Any:
+        return self.send(None)
+
+    def close(self) -> None:
+        self._exc = None
 
 
 def at_once(awaitable: Awaitable[T]) -> T | Begun[T]:

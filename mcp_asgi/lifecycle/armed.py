@@ -158,7 +158,7 @@ class ArmedWatch:
         except StopIteration as ended:
             owner.received(ended.value, receive, since, context)
             return
-        except Exception as failed:  # raised in the watcher's task, as if it had failed there
+        except BaseException as failed:  # raised in the watcher's task, as if it failed there
             first = Begun.raising(failed)
         owner.start_watcher(receive, first, since, context)
 

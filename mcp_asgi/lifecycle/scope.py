@@ -25,6 +25,7 @@ import enum
 import math
 import sys
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractContextManager
 from typing import Any, Final, TypeVar
@@ -45,6 +46,7 @@ from mcp_asgi._loop import (
     checkpoint,
     discard_deadline,
     drop_redelivery,
+    entered_cancelling,
     loop_clock,
     native_task,
     sent_from_within,
@@ -139,6 +141,8 @@ class RequestScope:
         "_token",
         "_unclaimed",
         "_unclaimed_at",
+        "_unclaimed_exc",
+        "_unclaimed_since",
         "_unwatched",
         "_watcher",
         "_watcher_task",
@@ -184,9 +188,12 @@ class RequestScope:
         # what happened
         self._reason: CancelReason | None = None
         # a message-less cancellation on its way through the handler (`thrown`): the task,
-        # and its count of pending cancellations while it is not taken back
+        # its count of pending cancellations while it is not taken back, the exception
+        # (weakly) and when it came
         self._unclaimed: asyncio.Task[object] | None = None
         self._unclaimed_at = 0
+        self._unclaimed_exc: weakref.ref[BaseException] | None = None
+        self._unclaimed_since = 0.0
         self._signalled_at: float | None = None
         self._exited_at: float | None = None
         self._outcome: Outcome | None = None
@@ -299,14 +306,15 @@ class RequestScope:
         final response has been, or is being, written."""
         return self._signal(reason, from_watcher=False)
 
-    def _signal(self, reason: CancelReason, *, from_watcher: bool) -> bool:
+    def _signal(self, reason: CancelReason, *, from_watcher: bool, at: float | None = None) -> bool:
         """`cancel`; `from_watcher`: called by the watcher, whose task runs nothing inside
-        the handler's scope (`_loop.cancel_from_outside`), and which needs no stop."""
+        the handler's scope (`_loop.cancel_from_outside`), and which needs no stop; `at`:
+        when the signal came, if before now (on the request's clock)."""
         with self._lock:
             accepted = self._reason is None and self._phase < _ANSWERING
             if accepted:
                 self._reason = reason
-                self._signalled_at = self._clock()
+                self._signalled_at = self._clock() if at is None else at
             token = self._token  # one made from now on is made set
         if not accepted:
             log_ignored(self._request, reason)
@@ -343,9 +351,10 @@ class RequestScope:
         """Write a message for this request; dropped (False) once it is cancelled.
 
         The check and the start of the send happen with no checkpoint in between, so no
-        write starts after a cancel signal.
+        write starts after a cancel signal (nor while the handler is told of one that is
+        not recorded yet: `reason`).
         """
-        if self._reason is not None:
+        if self._reason is not None or (self._unclaimed is not None and self._unclaimed_pending()):
             return False
         if not final:
             ok = await self._writer.notify(message)
@@ -434,7 +443,7 @@ class RequestScope:
                 if not self._work.handler_returned():  # (most leave nothing open)
                     await self._work.handler_exited()
             if self._unclaimed is not None and self._unclaimed_pending():
-                self.cancel(CancelReason.SERVER_SHUTDOWN)  # the server's, which it swallowed
+                self._claim()  # the server's, which the handler swallowed
             if final is not None:
                 await self.write(final, final=True)
         finally:
@@ -452,20 +461,30 @@ class RequestScope:
         server's, or an outer scope's), and is recorded as `server_shutdown` first, so the
         handler sees the reason when it arrives.
 
-        Except one with no message (on Python 3.11+): asyncio's own tools in the handler
+        Except one with no message (on Python 3.11+). asyncio's own tools in the handler
         send those too (`asyncio.timeout`, a `TaskGroup` aborting, `wait_for`), and take
         them back (`uncancel()`) once they have turned them into their own outcome, as
-        anyio's scopes do theirs. Such a cancellation is the server's (Hypercorn's,
-        Daphne's) while the task's count of pending ones has not fallen back: so the
-        handler is told (`reason`), and the request is cancelled once it leaves the
-        handler (the runner's `stopped_from_outside`, or when the handler swallowed it)."""
+        anyio's scopes do theirs; and a task the handler awaits hands its own on, with no
+        `cancel()` of this task at all (not one). Such a cancellation is the server's
+        (Hypercorn's, Daphne's) while the task's count of pending ones has not fallen back:
+        the handler is told so (`reason`) and its writes are dropped, and the request is
+        cancelled, as of when it came, once it leaves the handler (the runner's
+        `stopped_from_outside`), when the handler returns having swallowed it, or when it
+        is still pending at the grace period's end (`time_up`: the handler outlived it)."""
         if self._reason is not None or not isinstance(thrown, asyncio.CancelledError):
             return
         if _without_message(thrown):
             task = native_task()
             if task is not None:
+                count = cancelling(task)
+                if count <= entered_cancelling(self._handler_scope):
+                    return  # nobody called the task's cancel(): a task awaited handed it on
                 if self._unclaimed is None or not self._unclaimed_pending():  # (the first)
-                    self._unclaimed, self._unclaimed_at = task, cancelling(task)
+                    self._unclaimed, self._unclaimed_at = task, count
+                    self._unclaimed_exc = weakref.ref(thrown)
+                    self._unclaimed_since = since = self._clock()
+                    self._graced = True
+                    add_deadline(self, since + self._cancel_grace)
                 return
         if not sent_from_within(self._handler_scope, thrown):
             self.cancel(CancelReason.SERVER_SHUTDOWN)
@@ -473,13 +492,21 @@ class RequestScope:
     def _unclaimed_pending(self) -> bool:
         """Whether the message-less cancellation `thrown` saw is still on its way: not
         taken back by whoever sent it from within the handler, or (what a count cannot
-        show) a message-less cancellation is what the caller is handling now. (anyio 4's
-        task groups can take one back too many: a cancellation they sent a child task
-        that a scope in it counted is taken back from the group's own task.)"""
+        show) it is the very exception the caller is handling now. (anyio 4's task groups
+        can take one back too many: a cancellation they sent a child task that a scope in
+        it counted is taken back from the group's own task.)"""
         assert self._unclaimed is not None
         if cancelling(self._unclaimed) >= self._unclaimed_at:
             return True
-        return _without_message(sys.exc_info()[1])
+        handling = sys.exc_info()[1]
+        sent = self._unclaimed_exc
+        return handling is not None and sent is not None and handling is sent()
+
+    def _claim(self) -> None:
+        """The message-less cancellation `thrown` saw was the server's: the request is
+        cancelled as `server_shutdown`, as of when it came."""
+        since, self._unclaimed = self._unclaimed_since, None
+        self._signal(CancelReason.SERVER_SHUTDOWN, from_watcher=False, at=since)
 
     @property
     def watcher_task(self) -> Task | None:
@@ -555,13 +582,20 @@ class RequestScope:
                 await self._writer.close()
         else:
             await self._reply_server_error()
-        if self._outcome == "too_late":
+        if self._outcome == "too_late" or self._phase is _ENDED:  # (ended: orphaned already)
             return
         work = self._work
         if work.running:  # (`wait_idle`'s first turn, written out: no coroutine for it)
             await checkpoint()  # a cancelled async handler usually returns as it runs again
-            if work.running and not await work.wait_idle(self._cancel_grace, turned=True):
+            if work.running and not await work.wait_idle(self._grace_left(), turned=True):
                 self._end()  # the span ends now; the orphan is counted until the work returns
+
+    def _grace_left(self) -> float:
+        """Seconds left of the grace period, which counts from the signal."""
+        signalled_at = self._signalled_at
+        if signalled_at is None:
+            return self._cancel_grace
+        return max(0.0, signalled_at + self._cancel_grace - self._clock())
 
     def _watching(self) -> Watcher:
         """The watcher, made on its first watch (stopped at once if the request was)."""
@@ -668,12 +702,21 @@ class RequestScope:
             add_deadline(self, self._clock() + self._cancel_grace)
 
     def time_up(self) -> None:
-        """The grace period of a request cancelled with no watcher's task is over, with
-        its handler still running (`Due`): it ends now as an orphan (the span, the
-        record), and is counted until its work returns."""
+        """The grace period is over (`Due`, on the loop) with no watcher's task to see to
+        it: since the client left (`received`), or since a message-less cancellation
+        reached the handler (`thrown`), which, still pending, was the server's. A handler
+        still running ends now as an orphan (the span, the record), counted until its work
+        returns."""
         self._graced = False
-        if self._work.running:
-            self._end()
+        try:
+            if self._reason is None:
+                if self._unclaimed is None or not self._unclaimed_pending():
+                    return  # taken back: the handler's own
+                self._claim()
+            if self._work.running:
+                self._end()
+        except Exception:  # (on the loop's one timer: never kept from the other deadlines)
+            _errors.warning("ending a request at its grace period failed", exc_info=True)
 
     def _ungrace(self) -> None:
         """The grace period's timer (`received`) is no longer needed."""
@@ -694,11 +737,14 @@ class RequestScope:
         """The request's task itself is being cancelled (call it shielded): a server
         shutdown, answered as one, with the grace period waited out here."""
         self._ungrace()
-        self.cancel(CancelReason.SERVER_SHUTDOWN)
+        if self._unclaimed is not None and self._reason is None:
+            self._claim()  # the message-less cancellation it heard of first: this one
+        else:
+            self.cancel(CancelReason.SERVER_SHUTDOWN)
         # also when a lifespan shutdown signalled first: its watcher was cancelled with us
         await self._reply_server_error()
-        if self._outcome is None:
-            await self._work.wait_idle(self._cancel_grace)
+        if self._outcome is None and not await self._work.wait_idle(self._grace_left()):
+            self._end()  # the span ends now; the orphan is counted until the work returns
 
     async def _reply_server_error(self) -> None:
         """End the reply of a server-side cancel with its error (or `on_server_end`'s

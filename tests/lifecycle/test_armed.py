@@ -10,6 +10,7 @@ Every test runs under a watchdog that must not fire: a hang is a failure, not a 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 import threading
@@ -32,6 +33,7 @@ from mcp_asgi.lifecycle.armed import (
     plain_anywhere,
     plainness,
 )
+from mcp_asgi.lifecycle.work import RunningWork
 from mcp_asgi.protocol.jsonrpc import JsonObject
 
 from ..helpers import (
@@ -686,3 +688,168 @@ async def test_a_burst_of_cancels_stops_every_handler_before_any_request_is_sett
     assert kinds.count("stopped") == len(wires)
     assert "settled" in kinds
     assert kinds.index("settled") > max(i for i, k in enumerate(kinds) if k == "stopped")
+
+
+# -- a message-less cancellation that is not the server's, or that the handler swallows ----
+
+
+async def test_awaiting_a_task_the_handler_cancelled_is_no_shutdown(otel: Otel) -> None:
+    """The handler cancels a task of its own and awaits it: the task's cancellation comes
+    through with no message, but nobody cancelled the request's task; the call answers,
+    and the handler was never told it was cancelled (also after an earlier timeout of its
+    own, taken back)."""
+    server = McpServer("children")
+    seen: list[tuple[bool, CancelReason | None]] = []
+
+    @server.tool()
+    async def tidy(ctx: Context) -> str:
+        """Times out once by itself, then cancels and awaits a child task."""
+        try:
+            async with asyncio.timeout(0.01):  # type: ignore[attr-defined,unused-ignore]
+                await asyncio.Event().wait()
+        except TimeoutError:
+            pass
+        child = asyncio.get_running_loop().create_task(asyncio.sleep(30))
+        await asyncio.sleep(0)
+        child.cancel()
+        try:
+            await child
+        except asyncio.CancelledError:
+            seen.append((ctx.cancelled, ctx.cancel_reason))
+        return "tidy"
+
+    app = mcp_app(server, otel)
+    wire = wire_for("tools/call", {"name": "tidy"}, accept=JSON)
+    async with watchdog():
+        await run_plainly(wire, app, anywhere=True)
+    assert seen == [(False, None)]
+    assert wire.result["content"][0]["text"] == "tidy"
+    [span] = otel.spans.get_finished_spans()
+    assert "mcp_asgi.cancellation.reason" not in attrs(span)
+
+
+async def test_a_handler_swallowing_a_servers_cancel_is_told_and_writes_nothing(
+    otel: Otel,
+) -> None:
+    """A server's message-less cancellation (Hypercorn's, Daphne's) that the handler
+    catches and goes on from: it is told `server_shutdown`, and what it writes from then
+    on is dropped, as after any cancel."""
+    server = McpServer("swallowers")
+    told: list[tuple[bool, CancelReason | None]] = []
+
+    @server.tool()
+    async def stays(ctx: Context) -> str:
+        """Swallows its cancellation, then logs."""
+        try:
+            await anyio.sleep_forever()
+        except asyncio.CancelledError:
+            told.append((ctx.cancelled, ctx.cancel_reason))
+        await ctx.log("info", "after the cancel")
+        return "swallowed"
+
+    app = mcp_app(server, otel, response_mode="sse")
+    wire = wire_for("tools/call", {"name": "stays"}, accept=SSE, log_level="debug")
+    async with watchdog():
+        task = asyncio.get_running_loop().create_task(run_plainly(wire, app))
+        await eventually(lambda: bool(_tasks_named("run_plainly")))
+        await anyio.wait_all_tasks_blocked()
+        task.cancel()
+        await asyncio.wait([task])
+    assert told == [(True, CancelReason.SERVER_SHUTDOWN)]
+    assert [m for m in wire.messages if m.get("method") == "notifications/message"] == []
+    assert wire.messages[-1]["error"]["data"] == {"reason": "server_shutdown"}
+
+
+async def test_a_handler_that_keeps_swallowing_a_servers_cancel_is_orphaned(
+    otel: Otel,
+) -> None:
+    """The handler swallows every cancellation and carries on: once the grace period
+    from the server's message-less cancellation is over, the request ends as an orphan
+    (its span), while the handler still runs."""
+    server = McpServer("stubborn")
+    release = anyio.Event()
+    returned: list[bool] = []
+
+    @server.tool()
+    async def stays() -> str:
+        """Swallows cancellations until released."""
+        while not release.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await anyio.sleep(0.005)
+        returned.append(True)
+        return "at last"
+
+    app = mcp_app(server, otel, response_mode="sse", cancel_grace=0.05, process_kill_grace=0.01)
+    wire = wire_for("tools/call", {"name": "stays"}, accept=SSE)
+    async with watchdog():
+        task = asyncio.get_running_loop().create_task(run_plainly(wire, app))
+        await eventually(lambda: bool(_tasks_named("run_plainly")))
+        await anyio.wait_all_tasks_blocked()
+        task.cancel()
+        await eventually(lambda: bool(otel.spans.get_finished_spans()), what="the span's end")
+        assert returned == []
+        release.set()
+        await asyncio.wait([task])
+    [span] = otel.spans.get_finished_spans()
+    assert attrs(span)["mcp_asgi.cancellation.reason"] == "server_shutdown"
+    assert attrs(span)["mcp_asgi.cancellation.outcome"] == "orphaned"
+
+
+@pytest.fixture
+def grace_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The grace each wait for a request's work to return was given, as it is given."""
+    waits: list[float] = []
+    real = RunningWork.wait_idle
+
+    async def recorded(work: RunningWork, grace: float, **how: Any) -> bool:
+        waits.append(grace)
+        return await real(work, grace, **how)
+
+    monkeypatch.setattr(RunningWork, "wait_idle", recorded)
+    return waits
+
+
+@pytest.mark.parametrize("cleanup", [0.1, 0.4], ids=["within-grace", "past-grace"])
+@pytest.mark.parametrize("anywhere", PLAINNESS)
+async def test_the_grace_period_counts_from_the_signal(
+    otel: Otel, anywhere: bool, cleanup: float, grace_waits: list[float]
+) -> None:
+    """The client leaves; the handler takes a while to exit (a shielded clean-up) while
+    its thread runs on (grace 0.3 s): what is left of the grace period is waited for the
+    thread, never a new one; and a request the loop's timer already ended as an orphan
+    (a clean-up past the grace, no watcher's task) waits for nothing more."""
+    server = McpServer("graces")
+    started, release = threading.Event(), threading.Event()
+
+    def blocking() -> str:
+        started.set()
+        release.wait(10)  # ignores its token
+        return "late"
+
+    @server.tool()
+    async def slow(ctx: Context) -> str:
+        """A thread that outlives the grace; a clean-up of `cleanup` seconds."""
+        try:
+            return await ctx.run_sync(blocking)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(cleanup)
+            raise
+
+    app = mcp_app(server, otel, cancel_grace=0.3, process_kill_grace=0.01)
+    wire = wire_for("tools/call", {"name": "slow"}, accept=JSON)
+    try:
+        async with watchdog(), anyio.create_task_group() as tg:
+            tg.start_soon(partial(run_plainly, wire, app, anywhere=anywhere))
+            await anyio.to_thread.run_sync(started.wait, 5)
+            await anyio.wait_all_tasks_blocked()
+            wire.disconnect()
+    finally:
+        release.set()  # the thread returns only once the request is over
+    [span] = otel.spans.get_finished_spans()
+    assert attrs(span)["mcp_asgi.cancellation.outcome"] == "orphaned"
+    if anywhere and cleanup > 0.3:
+        assert grace_waits == []  # ended by the timer before the handler left
+    else:
+        assert grace_waits
+        assert all(grace < 0.3 for grace in grace_waits)

@@ -207,3 +207,14 @@ async def test_entered_while_in_is_anyios_error(make: Callable[[], anyio.CancelS
     scope = make()
     with scope, pytest.raises(RuntimeError, match="single 'with' block"):
         scope.__enter__()
+
+
+@pytest.mark.parametrize("make", MAKERS.values(), ids=MAKERS.keys())
+async def test_a_deadline_set_before_it_is_entered_is_kept(
+    make: Callable[[], anyio.CancelScope],
+) -> None:
+    scope = make()
+    scope.deadline = anyio.current_time() + 0.01
+    with scope:
+        await anyio.sleep(30)
+    assert scope.cancelled_caught
