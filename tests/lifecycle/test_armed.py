@@ -374,6 +374,19 @@ async def test_a_receive_failing_at_once_stops_the_waiting_handler_and_is_raised
     assert stopped == [True]
 
 
+async def answered_uncancelled(server: McpServer, tool: str, otel: Otel) -> str:
+    """Call `tool` of `server` (its receive `ANYWHERE` plain, as uvicorn's): the text it
+    answered, once it is known that nothing cancelled the request."""
+    app = mcp_app(server, otel)
+    wire = wire_for("tools/call", {"name": tool}, accept=JSON)
+    async with watchdog():
+        await run_plainly(wire, app, anywhere=True)
+    [span] = otel.spans.get_finished_spans()
+    assert "mcp_asgi.cancellation.reason" not in attrs(span)
+    text: str = wire.result["content"][0]["text"]
+    return text
+
+
 async def test_a_handlers_own_asyncio_timeout_is_no_shutdown(otel: Otel) -> None:
     """A handler that bounds a wait with `asyncio.timeout` and handles its `TimeoutError`
     answers; nothing cancels the request (asyncio cancels the task with no message, as a
@@ -390,13 +403,7 @@ async def test_a_handlers_own_asyncio_timeout_is_no_shutdown(otel: Otel) -> None
             return "timed out by itself"
         return "never"
 
-    app = mcp_app(server, otel)
-    wire = wire_for("tools/call", {"name": "bounded"}, accept=JSON)
-    async with watchdog():
-        await run_plainly(wire, app)
-    assert wire.result["content"][0]["text"] == "timed out by itself"
-    [span] = otel.spans.get_finished_spans()
-    assert "mcp_asgi.cancellation.reason" not in attrs(span)
+    assert await answered_uncancelled(server, "bounded", otel) == "timed out by itself"
 
 
 async def test_a_handlers_own_aborting_task_group_is_no_shutdown(otel: Otel) -> None:
@@ -421,13 +428,8 @@ async def test_a_handlers_own_aborting_task_group_is_no_shutdown(otel: Otel) -> 
             return f"the child failed: {group_failed.exceptions[0]}"  # type: ignore[attr-defined]
         return "never"
 
-    app = mcp_app(server, otel)
-    wire = wire_for("tools/call", {"name": "grouped"}, accept=JSON)
-    async with watchdog():
-        await run_plainly(wire, app)
-    assert wire.result["content"][0]["text"] == "the child failed: the child's"
-    [span] = otel.spans.get_finished_spans()
-    assert "mcp_asgi.cancellation.reason" not in attrs(span)
+    text = await answered_uncancelled(server, "grouped", otel)
+    assert text == "the child failed: the child's"
 
 
 async def _cancelled_without_a_message(server: McpServer, otel: Otel) -> Wire:
@@ -718,14 +720,8 @@ async def test_awaiting_a_task_the_handler_cancelled_is_no_shutdown(otel: Otel) 
             seen.append((ctx.cancelled, ctx.cancel_reason))
         return "tidy"
 
-    app = mcp_app(server, otel)
-    wire = wire_for("tools/call", {"name": "tidy"}, accept=JSON)
-    async with watchdog():
-        await run_plainly(wire, app, anywhere=True)
+    assert await answered_uncancelled(server, "tidy", otel) == "tidy"
     assert seen == [(False, None)]
-    assert wire.result["content"][0]["text"] == "tidy"
-    [span] = otel.spans.get_finished_spans()
-    assert "mcp_asgi.cancellation.reason" not in attrs(span)
 
 
 async def test_a_handler_swallowing_a_servers_cancel_is_told_and_writes_nothing(
