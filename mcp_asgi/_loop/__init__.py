@@ -10,7 +10,8 @@ lifespan, asyncio only).
                 without anyio's re-delivery once left (drop_redelivery); who sent a
                 cancellation (sent_from_within), how many are pending (cancelling)
     cheap_scope the handler's cancel scope: anyio's, entered and left for less
-    eager       at_once: an awaitable's first step taken now (its value, or the wait it began)
+    eager       at_once: an awaitable's first step taken now (its value, or the wait it began);
+                given, ready: an awaitable handed on as it is, a value as an awaitable
     interrupt   within / Waits: waits ended by the task's own cancellation;
                 within_after_first_step: no limit for what ends in its first step;
                 add_deadline / discard_deadline: a call at a time, on the loop's one timer
@@ -42,7 +43,7 @@ from mcp_asgi._loop.current import (
     on_asyncio,
     sent_from_within,
 )
-from mcp_asgi._loop.eager import Begun, at_once
+from mcp_asgi._loop.eager import Begun, at_once, given, ready
 from mcp_asgi._loop.interrupt import (
     TIMED_OUT,
     Due,
@@ -78,11 +79,13 @@ __all__ = [
     "discard_deadline",
     "drop_redelivery",
     "entered_cancelling",
+    "given",
     "loop_clock",
     "native_task",
     "new_cancel_scope",
     "on_asyncio",
     "plain_anyio",
+    "ready",
     "run_in_thread",
     "sent_from_within",
     "use_plain_anyio",

@@ -64,6 +64,7 @@ class Begun(Generic[T]):
         pending = self._pending
         if pending is not _TAKEN:  # the first step's yield, handed to the task now
             self._pending = _TAKEN
+            # (`woken`, written out: every resumed wait passes here)
             if not (isinstance(pending, asyncio.Future) and pending.done()):
                 return pending
             value = None  # a wait over already: gone on with at once, no turn of the loop
@@ -109,6 +110,13 @@ class Begun(Generic[T]):
         """One that raises `exc` when it is gone on with (where a step taken elsewhere
         failed, to be raised in the task that goes on with it)."""
         return cls(_Raises(exc), _TAKEN, True)
+
+    @property
+    def woken(self) -> bool:
+        """Whether what it waits for is over already (an asyncio future that is done): its
+        next step goes on at once."""
+        pending = self._pending
+        return isinstance(pending, asyncio.Future) and pending.done()
 
     @property
     def pending(self) -> Any:
@@ -160,6 +168,17 @@ class _Raises:
 
     def close(self) -> None:
         self._exc = None
+
+
+def given(awaitable: Awaitable[T]) -> Awaitable[T]:
+    """`awaitable` itself: for a call that takes a function making what it awaits (`within`,
+    `Waits.run`) when the awaitable is already made (a `Begun`)."""
+    return awaitable
+
+
+async def ready(value: T) -> T:
+    """`value`, as an awaitable (where an awaitable is handed back and the answer is known)."""
+    return value
 
 
 def at_once(awaitable: Awaitable[T]) -> T | Begun[T]:

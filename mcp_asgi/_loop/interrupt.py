@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeVar
 import anyio
 
 from mcp_asgi._loop.current import native_task, new_cancel_scope, uncancel
-from mcp_asgi._loop.eager import Begun, at_once
+from mcp_asgi._loop.eager import Begun, at_once, given, ready
 
 T = TypeVar("T")
 
@@ -67,15 +67,11 @@ def within_after_first_step(
     the first step would not): `within` from the start.
     """
     if native_task() is None:
-        return (yield from within(seconds, _given, coro).__await__())
+        return (yield from within(seconds, given, coro).__await__())
     first = at_once(coro)
     if not isinstance(first, Begun):
         return first
-    return (yield from within(seconds, _given, first).__await__())
-
-
-def _given(awaitable: Awaitable[T]) -> Awaitable[T]:
-    return awaitable
+    return (yield from within(seconds, given, first).__await__())
 
 
 async def _within_scope(
@@ -206,7 +202,7 @@ class Waits(_Wait):
         reaches `until` or on `interrupt()` (at once, if it came before). A plain function
         returning the awaitable, as `within`."""
         if self._interrupted:
-            return _timed_out()
+            return ready(TIMED_OUT)
         task = native_task()
         if task is None:
             return self._run_in_scope(until, fn, *args)
@@ -219,10 +215,6 @@ class Waits(_Wait):
             self._cancel_scope = scope
             return await fn(*args)
         return TIMED_OUT
-
-
-async def _timed_out() -> TimedOut:
-    return TIMED_OUT
 
 
 class Due(Protocol):

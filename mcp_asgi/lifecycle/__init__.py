@@ -9,6 +9,8 @@
                    holds the deadline; reports why it stopped, never acts on the scope
     outcome        RequestRecord (the frozen record observers get), Outcome, SideEffect,
                    ScopeObserver
+    unclaimed      Unclaimed: a message-less cancellation in the handler, not yet known
+                   to be the server's
     cancel         CancelReason, CancelToken, RequestCancelled
     cancel_log     the `mcp_asgi.cancellation` log records
     work           RunningWork: the handler, its threads and owned resources

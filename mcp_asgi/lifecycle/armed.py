@@ -181,8 +181,7 @@ class ArmedWatch:
         if self._disarm() is None:
             return
         first = self._first
-        pending = first.pending
-        if isinstance(pending, asyncio.Future) and pending.done():
+        if first.woken:
             try:
                 first.step()
             except StopIteration:

@@ -25,7 +25,6 @@ import enum
 import math
 import sys
 import threading
-import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractContextManager
 from typing import Any, Final, TypeVar
@@ -65,6 +64,7 @@ from mcp_asgi.lifecycle.outcome import (
     SideEffect,
     signalled_after,
 )
+from mcp_asgi.lifecycle.unclaimed import Unclaimed, without_message
 from mcp_asgi.lifecycle.watcher import Received, WatchEnd, Watcher, quiet_for
 from mcp_asgi.lifecycle.work import RunningWork, ThreadSlots
 from mcp_asgi.protocol import jsonrpc
@@ -140,9 +140,6 @@ class RequestScope:
         "_timeout",
         "_token",
         "_unclaimed",
-        "_unclaimed_at",
-        "_unclaimed_exc",
-        "_unclaimed_since",
         "_unwatched",
         "_watcher",
         "_watcher_task",
@@ -187,13 +184,7 @@ class RequestScope:
         self._on_server_end = on_server_end
         # what happened
         self._reason: CancelReason | None = None
-        # a message-less cancellation on its way through the handler (`thrown`): the task,
-        # its count of pending cancellations while it is not taken back, the exception
-        # (weakly) and when it came
-        self._unclaimed: asyncio.Task[object] | None = None
-        self._unclaimed_at = 0
-        self._unclaimed_exc: weakref.ref[BaseException] | None = None
-        self._unclaimed_since = 0.0
+        self._unclaimed: Unclaimed | None = None  # a message-less cancellation (`thrown`)
         self._signalled_at: float | None = None
         self._exited_at: float | None = None
         self._outcome: Outcome | None = None
@@ -256,7 +247,7 @@ class RequestScope:
         cancellation with no message counts from when it reaches the handler, as long as
         nothing in the handler has taken it back (`thrown`)."""
         reason = self._reason
-        if reason is None and self._unclaimed is not None and self._unclaimed_pending():
+        if reason is None and self._told_unrecorded():
             return CancelReason.SERVER_SHUTDOWN
         return reason
 
@@ -354,7 +345,7 @@ class RequestScope:
         write starts after a cancel signal (nor while the handler is told of one that is
         not recorded yet: `reason`).
         """
-        if self._reason is not None or (self._unclaimed is not None and self._unclaimed_pending()):
+        if self._reason is not None or self._told_unrecorded():
             return False
         if not final:
             ok = await self._writer.notify(message)
@@ -442,7 +433,7 @@ class RequestScope:
                     drop_redelivery(self._handler_scope)
                 if not self._work.handler_returned():  # (most leave nothing open)
                     await self._work.handler_exited()
-            if self._unclaimed is not None and self._unclaimed_pending():
+            if self._told_unrecorded():
                 self._claim()  # the server's, which the handler swallowed
             if final is not None:
                 await self.write(final, final=True)
@@ -461,52 +452,41 @@ class RequestScope:
         server's, or an outer scope's), and is recorded as `server_shutdown` first, so the
         handler sees the reason when it arrives.
 
-        Except one with no message (on Python 3.11+). asyncio's own tools in the handler
-        send those too (`asyncio.timeout`, a `TaskGroup` aborting, `wait_for`), and take
-        them back (`uncancel()`) once they have turned them into their own outcome, as
-        anyio's scopes do theirs; and a task the handler awaits hands its own on, with no
-        `cancel()` of this task at all (not one). Such a cancellation is the server's
-        (Hypercorn's, Daphne's) while the task's count of pending ones has not fallen back:
-        the handler is told so (`reason`) and its writes are dropped, and the request is
+        Except one with no message (on Python 3.11+), which asyncio's own tools in the
+        handler send too: it is `Unclaimed` (`lifecycle.unclaimed`). While it is pending
+        the handler is told so (`reason`) and its writes are dropped; the request is
         cancelled, as of when it came, once it leaves the handler (the runner's
         `stopped_from_outside`), when the handler returns having swallowed it, or when it
-        is still pending at the grace period's end (`time_up`: the handler outlived it)."""
+        is still pending at the grace period's end (`time_up`). One that came with no
+        `cancel()` of this task at all (a task the handler awaits hands its own on) is
+        nobody's."""
         if self._reason is not None or not isinstance(thrown, asyncio.CancelledError):
             return
-        if _without_message(thrown):
+        if without_message(thrown):
             task = native_task()
             if task is not None:
-                count = cancelling(task)
-                if count <= entered_cancelling(self._handler_scope):
+                if cancelling(task) <= entered_cancelling(self._handler_scope):
                     return  # nobody called the task's cancel(): a task awaited handed it on
-                if self._unclaimed is None or not self._unclaimed_pending():  # (the first)
-                    self._unclaimed, self._unclaimed_at = task, count
-                    self._unclaimed_exc = weakref.ref(thrown)
-                    self._unclaimed_since = since = self._clock()
+                if not self._told_unrecorded():  # (the first still pending counts)
+                    unclaimed = self._unclaimed = Unclaimed(task, thrown, self._clock())
                     self._graced = True
-                    add_deadline(self, since + self._cancel_grace)
+                    add_deadline(self, unclaimed.since + self._cancel_grace)
                 return
         if not sent_from_within(self._handler_scope, thrown):
             self.cancel(CancelReason.SERVER_SHUTDOWN)
 
-    def _unclaimed_pending(self) -> bool:
-        """Whether the message-less cancellation `thrown` saw is still on its way: not
-        taken back by whoever sent it from within the handler, or (what a count cannot
-        show) it is the very exception the caller is handling now. (anyio 4's task groups
-        can take one back too many: a cancellation they sent a child task that a scope in
-        it counted is taken back from the group's own task.)"""
-        assert self._unclaimed is not None
-        if cancelling(self._unclaimed) >= self._unclaimed_at:
-            return True
-        handling = sys.exc_info()[1]
-        sent = self._unclaimed_exc
-        return handling is not None and sent is not None and handling is sent()
+    def _told_unrecorded(self) -> bool:
+        """Whether the handler is told of a message-less cancellation not recorded yet
+        (`thrown`): one still pending."""
+        unclaimed = self._unclaimed
+        return unclaimed is not None and unclaimed.pending()
 
     def _claim(self) -> None:
         """The message-less cancellation `thrown` saw was the server's: the request is
         cancelled as `server_shutdown`, as of when it came."""
-        since, self._unclaimed = self._unclaimed_since, None
-        self._signal(CancelReason.SERVER_SHUTDOWN, from_watcher=False, at=since)
+        unclaimed, self._unclaimed = self._unclaimed, None
+        assert unclaimed is not None
+        self._signal(CancelReason.SERVER_SHUTDOWN, from_watcher=False, at=unclaimed.since)
 
     @property
     def watcher_task(self) -> Task | None:
@@ -710,7 +690,7 @@ class RequestScope:
         self._graced = False
         try:
             if self._reason is None:
-                if self._unclaimed is None or not self._unclaimed_pending():
+                if not self._told_unrecorded():
                     return  # taken back: the handler's own
                 self._claim()
             if self._work.running:
@@ -840,11 +820,6 @@ class RequestScope:
         except Exception:
             _errors.debug("observer failed", exc_info=True)
         return record
-
-
-def _without_message(exc: BaseException | None) -> bool:
-    """Whether `exc` is a cancellation that does not say who sent it."""
-    return isinstance(exc, asyncio.CancelledError) and (not exc.args or exc.args[0] is None)
 
 
 def _server_cancel_error(reason: CancelReason, timeout: float | None) -> McpError:

@@ -19,18 +19,15 @@ through.
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import math
 from collections.abc import Awaitable, Callable
-from typing import TypeAlias, TypeVar
+from typing import TypeAlias
 
 import anyio
 from starlette.types import Message, Receive
 
-from mcp_asgi._loop import TIMED_OUT, Begun, Clock, TimedOut, Waits
-
-T = TypeVar("T")
+from mcp_asgi._loop import TIMED_OUT, Begun, Clock, TimedOut, Waits, given, ready
 
 
 class WatchEnd(enum.Enum):
@@ -124,27 +121,18 @@ class Watcher(Waits):
         """`await self._go_on(...)`: the message of a `receive()` begun elsewhere, as `run`
         would wait for a new one (given up if stopped already)."""
         if not isinstance(first, Begun):
-            return _at_once(first)
+            return ready(first)
         if self.interrupted:
             first.abandon()
-            return _at_once(TIMED_OUT)
-        pending = first.pending
-        if isinstance(pending, asyncio.Future) and pending.done():
+            return ready(TIMED_OUT)
+        if first.woken:
             try:  # woken already (the client left, mostly): no wait to time or interrupt
                 first.step()
             except StopIteration as ended:
-                return _at_once(ended.value)
-        return self.run(until, _begun, first)
+                return ready(ended.value)
+        return self.run(until, given, first)
 
     async def until_deadline(self) -> WatchEnd:
         """Wait, no longer reading `receive()`, until the deadline passes or `stop()`."""
         await self.run(self._deadline, anyio.sleep_forever)
         return _STOPPED if self.interrupted else _DEADLINE
-
-
-def _begun(first: Begun[Message]) -> Begun[Message]:
-    return first
-
-
-async def _at_once(value: T) -> T:
-    return value

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import sys
 import threading
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -126,6 +127,19 @@ def watchers(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 
 
 PLAINNESS = [pytest.param(False, id="plain"), pytest.param(True, id="anywhere")]
+
+
+def waits_until_stopped(stopped: list[bool]) -> Callable[[], Awaitable[JsonObject]]:
+    """A handler that waits until cancelled, and notes in `stopped` that it was."""
+
+    async def handler() -> JsonObject:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            stopped.append(True)
+        return {"content": []}
+
+    return handler
 
 
 def _keepalives(wire: Wire) -> list[Message]:
@@ -361,12 +375,7 @@ async def test_a_receive_failing_at_once_stops_the_waiting_handler_and_is_raised
     async def receive() -> Message:
         raise RuntimeError("the connection broke")
 
-    async def handler() -> JsonObject:
-        try:
-            await anyio.sleep_forever()
-        finally:
-            stopped.append(True)
-        return {"content": []}
+    handler = waits_until_stopped(stopped)
 
     async with watchdog():
         with pytest.raises(RuntimeError, match="the connection broke"):
@@ -432,17 +441,23 @@ async def test_a_handlers_own_aborting_task_group_is_no_shutdown(otel: Otel) -> 
     assert text == "the child failed: the child's"
 
 
+async def cancel_once_waiting(wire: Wire, app: object) -> asyncio.Task[None]:
+    """Drive `app` with `wire` in a task of its own and, once the call waits, cancel that
+    task with no message, as Hypercorn and Daphne do at shutdown; the task."""
+    task = asyncio.get_running_loop().create_task(run_plainly(wire, app))
+    await eventually(lambda: bool(_tasks_named("run_plainly")))
+    await anyio.wait_all_tasks_blocked()
+    task.cancel()
+    return task
+
+
 async def _cancelled_without_a_message(server: McpServer, otel: Otel) -> Wire:
-    """Call the tool `stays` of `server` and cancel the request's task with no message,
-    as Hypercorn and Daphne do at shutdown, once it waits; the wire, after."""
+    """Call the tool `stays` of `server` and cancel the request's task with no message
+    once it waits (`cancel_once_waiting`); the wire, after."""
     app = mcp_app(server, otel, response_mode="sse")
     wire = wire_for("tools/call", {"name": "stays"}, accept=SSE)
     async with watchdog():
-        task = asyncio.get_running_loop().create_task(run_plainly(wire, app))
-        await eventually(lambda: bool(_tasks_named("run_plainly")))
-        await anyio.wait_all_tasks_blocked()
-        task.cancel()
-        await asyncio.wait([task])
+        await asyncio.wait([await cancel_once_waiting(wire, app)])
     return wire
 
 
@@ -622,12 +637,7 @@ async def test_a_receive_failing_where_it_woke_stops_the_handler_and_is_raised(
     scope = request_scope(wire.send)
     stopped: list[bool] = []
 
-    async def handler() -> JsonObject:
-        try:
-            await anyio.sleep_forever()
-        finally:
-            stopped.append(True)
-        return {"content": []}
+    handler = waits_until_stopped(stopped)
 
     async def break_it() -> None:
         await anyio.wait_all_tasks_blocked()
@@ -746,11 +756,7 @@ async def test_a_handler_swallowing_a_servers_cancel_is_told_and_writes_nothing(
     app = mcp_app(server, otel, response_mode="sse")
     wire = wire_for("tools/call", {"name": "stays"}, accept=SSE, log_level="debug")
     async with watchdog():
-        task = asyncio.get_running_loop().create_task(run_plainly(wire, app))
-        await eventually(lambda: bool(_tasks_named("run_plainly")))
-        await anyio.wait_all_tasks_blocked()
-        task.cancel()
-        await asyncio.wait([task])
+        await asyncio.wait([await cancel_once_waiting(wire, app)])
     assert told == [(True, CancelReason.SERVER_SHUTDOWN)]
     assert [m for m in wire.messages if m.get("method") == "notifications/message"] == []
     assert wire.messages[-1]["error"]["data"] == {"reason": "server_shutdown"}
@@ -778,10 +784,7 @@ async def test_a_handler_that_keeps_swallowing_a_servers_cancel_is_orphaned(
     app = mcp_app(server, otel, response_mode="sse", cancel_grace=0.05, process_kill_grace=0.01)
     wire = wire_for("tools/call", {"name": "stays"}, accept=SSE)
     async with watchdog():
-        task = asyncio.get_running_loop().create_task(run_plainly(wire, app))
-        await eventually(lambda: bool(_tasks_named("run_plainly")))
-        await anyio.wait_all_tasks_blocked()
-        task.cancel()
+        task = await cancel_once_waiting(wire, app)
         await eventually(lambda: bool(otel.spans.get_finished_spans()), what="the span's end")
         assert returned == []
         release.set()
@@ -849,3 +852,39 @@ async def test_the_grace_period_counts_from_the_signal(
     else:
         assert grace_waits
         assert all(grace < 0.3 for grace in grace_waits)
+
+
+@pytest.mark.parametrize("accept", [JSON, SSE])
+async def test_the_client_leaving_stops_a_subprocess_with_no_task(
+    otel: Otel, accept: str, watchers: list[object]
+) -> None:
+    """The handler waits on a subprocess; the client leaves, seen where the `receive()`
+    woke (`anywhere`): the handler is told `client_disconnect`, its process group is
+    stopped before the request ends, and no watcher's task was made."""
+    server = McpServer("processes")
+    heard: list[CancelReason | None] = []
+    spawned = anyio.Event()
+
+    @server.tool()
+    async def sleeper(ctx: Context) -> str:
+        """Runs a shell that sleeps until its group is stopped."""
+        spawned.set()
+        try:
+            await ctx.run_process(["/bin/sh", "-c", "sleep 30 & wait"])
+        finally:
+            heard.append(ctx.cancel_reason)
+        return "never"
+
+    app = mcp_app(server, otel)
+    wire = wire_for("tools/call", {"name": "sleeper"}, accept=accept)
+    async with watchdog(), anyio.create_task_group() as tg:
+        tg.start_soon(partial(run_plainly, wire, app, anywhere=True))
+        await spawned.wait()
+        await anyio.wait_all_tasks_blocked()
+        wire.disconnect()
+    assert heard == [CancelReason.CLIENT_DISCONNECT]
+    assert watchers == []
+    assert wire.messages == []
+    [span] = otel.spans.get_finished_spans()
+    assert attrs(span)["mcp_asgi.cancellation.reason"] == "client_disconnect"
+    assert attrs(span)["mcp_asgi.cancellation.outcome"] == "exited"
