@@ -9,7 +9,8 @@ lifespan, asyncio only).
                 cancelled from outside without anyio naming the task that cancels, and
                 without anyio's re-delivery once left (drop_redelivery); who sent a
                 cancellation (sent_from_within), how many are pending (cancelling)
-    cheap_scope the handler's cancel scope: anyio's, entered and left for less
+    cheap_scope the handler's cancel scope: anyio's, entered, cancelled from outside and left
+                for less (one loop callback for a turn's re-deliveries)
     eager       at_once: an awaitable's first step taken now (its value, or the wait it began);
                 given, ready: an awaitable handed on as it is, a value as an awaitable
     interrupt   within / Waits: waits ended by the task's own cancellation;

@@ -1,32 +1,47 @@
 """`cheap_scope()`: an anyio cancel scope for the common case of a request's handler, made,
-entered and left for less on asyncio.
+entered, cancelled and left for less on asyncio.
 
 It is anyio's asyncio `CancelScope` itself (a subclass with no state of its own but the
 task's anyio state, kept from entering to leaving), so everything else anyio does with it
-is anyio's: a cancellation's delivery, the handler's shields and child scopes, `cancel()`
-from anywhere. Only three steps are written out for the case that almost every request
-takes: made with no deadline and no shield; entered by a task with no scope cancelled at
-the time; left with nothing cancelled. There anyio's own steps ask for the running task
-(a Python function before 3.12) twice, look its state up twice, check the deadline, and
-check its arguments and every parent scope's; these do what those steps do to the same
-fields, and no more. Anything else (a scope cancelled before it is entered or while it is
-in, a deadline set on it, a cancellation still to take back, an exit out of order) goes
-through anyio's own `__enter__` and `__exit__`, which also raise anyio's errors for misuse.
+is anyio's: the handler's shields and child scopes, its task groups, a deadline. Only the
+steps that almost every request takes are written out: made with no deadline and no
+shield; entered by a task with no scope cancelled at the time; left with nothing
+cancelled. And those of a request its client left: cancelled from outside its task while
+its task alone is in it, and left with that cancellation, in a task with no scope around
+it. There anyio's own steps ask for the running task (a Python function before 3.12) up to
+three times, look its state up twice, check the deadline, walk the parent scopes, format
+the message, and make a loop callback per scope for the delivery's retry; these do what
+those steps do to the same fields, and no more, and the retries of all the scopes a turn
+cancels share one callback (`_Redeliveries`). Anything else (a scope cancelled before it is
+entered or by its own task, a deadline set on it, a child scope or task group in it, a
+parent scope, an exception group, an exit out of order) goes through anyio's own steps,
+which also raise anyio's errors for misuse.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
+import threading
+import weakref
 from types import TracebackType
 
 import anyio
 from anyio._backends._asyncio import CancelScope as _AsyncioScope
-from anyio._backends._asyncio import TaskState, _task_states
+from anyio._backends._asyncio import TaskState, _task_states, is_anyio_cancellation
 
-from mcp_asgi._loop.current import asyncio_task, cancelling, native_task, new_cancel_scope
+from mcp_asgi._loop.current import (
+    asyncio_task,
+    cancelling,
+    native_task,
+    new_cancel_scope,
+    uncancel,
+)
 
 _new = object.__new__
 _get_state = _task_states.get
+_Future = asyncio.Future
+_ANYIO_MESSAGE = "Cancelled via cancel scope "  # what anyio's scopes recognise as theirs
 
 
 class CheapScope(_AsyncioScope):
@@ -66,8 +81,6 @@ class CheapScope(_AsyncioScope):
         task = self._host_task
         if (
             task is None
-            or self._cancel_called
-            or self._pending_uncancellations
             or self._timeout_handle is not None  # (a deadline set while it was in)
             or state is None
             or state.cancel_scope is not self
@@ -76,6 +89,14 @@ class CheapScope(_AsyncioScope):
             self._state = None
             return super().__exit__(exc_type, exc_val, exc_tb)
         self._state = None
+        if self._cancel_called or self._pending_uncancellations:
+            if (
+                self._cancel_called
+                and self._parent_scope is None
+                and (exc_val is None or isinstance(exc_val, asyncio.CancelledError))
+            ):
+                return self._exit_cancelled(task, state, exc_val)
+            return super().__exit__(exc_type, exc_val, exc_tb)
         self._active = False
         self._tasks.remove(task)
         parent = self._parent_scope
@@ -86,6 +107,111 @@ class CheapScope(_AsyncioScope):
             self._restart_cancellation_in_parent()
         self._host_task = None
         return False
+
+    def cancel(self, reason: str | None = None) -> None:
+        task = self._host_task
+        if (
+            self._cancel_called
+            or task is None  # (not entered yet, or left)
+            or reason is not None  # (anyio puts it in the message)
+            or self._child_scopes
+            or self._timeout_handle is not None
+            or len(self._tasks) != 1  # (the host task is in a child scope)
+            or asyncio_task() is task  # (anyio waits until the task next yields)
+        ):
+            super().cancel(reason)
+            return
+        self._cancel_called = True
+        # anyio's message, without the task that cancels (its `repr` costs more than the
+        # rest of the cancel): anyio reads only the scope's id of it
+        message = self._cancel_reason = f"{_ANYIO_MESSAGE}{id(self):x}"
+        if task.done():
+            return
+        if not task._must_cancel:  # type: ignore[attr-defined]
+            waiter = task._fut_waiter  # type: ignore[attr-defined]
+            if not isinstance(waiter, _Future) or not waiter.done():
+                task.cancel(message)
+                self._pending_uncancellations += 1  # type: ignore[assignment,operator,unused-ignore]
+        _redeliveries.add(self, task)
+
+    def _exit_cancelled(
+        self, task: asyncio.Task[object], state: TaskState, exc: BaseException | None
+    ) -> bool:
+        """anyio's `__exit__` of a cancelled scope with no parent scope, left by its host
+        task with its cancellation or nothing."""
+        self._active = False
+        self._tasks.remove(task)
+        state.cancel_scope = None
+        self._host_task = None  # (a retry pending finds the scope left)
+        while self._pending_uncancellations:
+            uncancel(task)
+            self._pending_uncancellations -= 1  # type: ignore[assignment,operator,unused-ignore]
+        if cancelling(task) > self._cancelling_at_enter:
+            return False  # a native cancel() came too: not swallowed (anyio #1214)
+        if isinstance(exc, asyncio.CancelledError) and is_anyio_cancellation(exc):
+            self._cancelled_caught = True
+            return True
+        return False
+
+
+class _Redeliveries(threading.local):
+    """anyio's retry of a cancellation's delivery while the scope's task is still in it (a
+    task that swallowed the cancellation gets it again at its next wait), for every scope
+    cancelled in a turn of the loop by one callback, where anyio makes one a scope. The
+    callback looks two turns on, not one: the tasks a turn cancels run on the next, most
+    leaving their scope then, and a look before that would only put them off again. Per
+    thread (a thread runs one loop at a time), holding its loop weakly (free to go)."""
+
+    loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+    batch: list[CheapScope] | None = None
+
+    def add(self, scope: CheapScope, task: asyncio.Task[object]) -> None:
+        scope._cancel_handle = _PENDING  # type: ignore[assignment]  # (anyio's: a retry to come)
+        batch = self.batch
+        loop = task.get_loop()
+        if batch is None or self.loop is None or self.loop() is not loop:
+            batch = self.batch = []
+            self.loop = weakref.ref(loop)
+            loop.call_soon(self._turned, loop, batch)
+        batch.append(scope)
+
+    def _turned(self, loop: asyncio.AbstractEventLoop, batch: list[CheapScope]) -> None:
+        if self.batch is batch:
+            self.batch = None  # a scope cancelled from now on is in the next batch
+        loop.call_soon(self._retry, batch)
+
+    def _retry(self, batch: list[CheapScope]) -> None:
+        for scope in batch:
+            task = scope._host_task
+            handle: object = scope._cancel_handle
+            if handle is not _PENDING or task is None:
+                continue  # left, or its retry dropped
+            scope._cancel_handle = None
+            if scope._child_scopes or len(scope._tasks) != 1:
+                scope._deliver_cancellation(scope)  # anyio's own (it retries by itself)
+                continue
+            if task.done():
+                continue
+            if not task._must_cancel:  # type: ignore[attr-defined]
+                waiter = task._fut_waiter  # type: ignore[attr-defined]
+                if not isinstance(waiter, _Future) or not waiter.done():
+                    task.cancel(scope._cancel_reason)
+                    scope._pending_uncancellations += 1  # type: ignore[assignment,operator,unused-ignore]
+            self.add(scope, task)
+
+
+class _Pending:
+    """A scope's `_cancel_handle` while its retry is in a batch; dropping it
+    (`drop_redelivery`) leaves the batch to skip the scope."""
+
+    __slots__ = ()
+
+    def cancel(self) -> None:
+        pass
+
+
+_PENDING = _Pending()
+_redeliveries = _Redeliveries()
 
 
 def cheap_scope() -> anyio.CancelScope:

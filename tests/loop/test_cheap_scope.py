@@ -6,6 +6,7 @@ anyio that these steps miss fails here."""
 from __future__ import annotations
 
 import asyncio
+import builtins
 import sys
 from collections.abc import Callable
 
@@ -13,7 +14,7 @@ import anyio
 import pytest
 from anyio._backends._asyncio import _task_states
 
-from mcp_asgi._loop import cheap_scope
+from mcp_asgi._loop import cancelling, cheap_scope
 from mcp_asgi._loop.cheap_scope import CheapScope
 
 pytestmark = [
@@ -22,6 +23,7 @@ pytestmark = [
     pytest.mark.skipif(sys.version_info < (3, 11), reason="the cheap steps are for 3.11+"),
 ]
 
+_GROUP: type[BaseException] = getattr(builtins, "BaseExceptionGroup", BaseException)
 MAKERS: dict[str, Callable[[], anyio.CancelScope]] = {
     "anyio": anyio.CancelScope,
     "cheap": cheap_scope,
@@ -218,3 +220,174 @@ async def test_a_deadline_set_before_it_is_entered_is_kept(
     with scope:
         await anyio.sleep(30)
     assert scope.cancelled_caught
+
+
+# -- cancelled from outside its task (the client leaving), and left with it -------------
+
+
+async def _cancelled_from(where: str, scope: anyio.CancelScope) -> None:
+    """Cancel `scope` from a loop callback (the client leaving), or from another task."""
+    if where == "callback":
+        asyncio.get_running_loop().call_soon(scope.cancel)
+    else:
+        await asyncio.sleep(0)
+        scope.cancel()
+
+
+@pytest.mark.parametrize("where", ["callback", "task"])
+@pytest.mark.parametrize("make", MAKERS.values(), ids=MAKERS.keys())
+async def test_cancelled_from_outside_while_it_waits(
+    make: Callable[[], anyio.CancelScope], where: str
+) -> None:
+    """The scope's task is cancelled with anyio's message for the scope, the cancellation
+    is caught on leaving, and the task has nothing left to take back."""
+    seen: list[str] = []
+
+    async def run() -> tuple[bool, int]:
+        scope = make()
+        with scope:
+            asyncio.get_running_loop().create_task(_cancelled_from(where, scope))
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError as cancelled:
+                seen.append(str(cancelled.args[0]))
+                raise
+        task = asyncio.current_task()
+        assert task is not None
+        return scope.cancelled_caught, cancelling(task)
+
+    assert await asyncio.get_running_loop().create_task(run()) == (True, 0)
+    assert len(seen) == 1
+    assert seen[0].startswith("Cancelled via cancel scope ")
+
+
+@pytest.mark.parametrize("make", MAKERS.values(), ids=MAKERS.keys())
+async def test_a_swallowed_cancellation_comes_again_at_the_next_wait(
+    make: Callable[[], anyio.CancelScope],
+) -> None:
+    """anyio's level cancellation: a task that swallows its scope's cancellation and waits
+    again is cancelled again (its retry), and again, until it leaves the scope."""
+    swallowed = 0
+
+    async def run() -> bool:
+        nonlocal swallowed
+        scope = make()
+        with scope:
+            asyncio.get_running_loop().call_soon(scope.cancel)
+            for _ in range(3):
+                try:
+                    await asyncio.sleep(30)
+                except asyncio.CancelledError:
+                    swallowed += 1
+            await asyncio.sleep(30)
+        return scope.cancelled_caught
+
+    assert await asyncio.wait_for(asyncio.get_running_loop().create_task(run()), 5)
+    assert swallowed == 3
+
+
+@pytest.mark.parametrize("make", MAKERS.values(), ids=MAKERS.keys())
+async def test_a_native_cancel_in_the_same_turn_is_not_swallowed(
+    make: Callable[[], anyio.CancelScope],
+) -> None:
+    """The task's own `cancel()` (a server's) landing with the scope's: asyncio folds the
+    two into one `CancelledError` with the scope's message, which the scope must let
+    through (anyio #1214)."""
+
+    async def run() -> None:
+        with make():
+            await asyncio.sleep(30)
+
+    task = asyncio.get_running_loop().create_task(run())
+    await asyncio.sleep(0)
+    scope = _task_states[task].cancel_scope
+    assert scope is not None
+
+    def both() -> None:
+        scope.cancel()
+        task.cancel()
+
+    asyncio.get_running_loop().call_soon(both)
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+@pytest.mark.parametrize("make", MAKERS.values(), ids=MAKERS.keys())
+async def test_left_with_an_exception_group_of_its_cancellation(
+    make: Callable[[], anyio.CancelScope],
+) -> None:
+    """Cancelled from outside, left with a group holding its cancellation and an error:
+    the error comes out, as anyio's own scope lets it."""
+
+    async def run() -> None:
+        scope = make()
+        with scope:
+            asyncio.get_running_loop().call_soon(scope.cancel)
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError as cancelled:
+                raise _GROUP("both", [cancelled, ValueError("x")]) from None
+
+    with pytest.raises(_GROUP) as raised:
+        await asyncio.get_running_loop().create_task(run())
+    left = getattr(raised.value, "exceptions", ())
+    assert [type(e) for e in left] == [ValueError]
+
+
+@pytest.mark.parametrize("make", MAKERS.values(), ids=MAKERS.keys())
+async def test_cancelled_from_outside_in_another_scope_is_anyios_delivery(
+    make: Callable[[], anyio.CancelScope],
+) -> None:
+    """With a parent scope, or a task group inside, the cancellation is anyio's own: every
+    task in the scope stops, and the parent sees nothing caught."""
+    stopped: list[str] = []
+
+    async def child() -> None:
+        try:
+            await asyncio.sleep(30)
+        finally:
+            stopped.append("child")
+
+    async def run() -> tuple[bool, bool]:
+        with anyio.CancelScope() as outer:
+            scope = make()
+            with scope:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(child)
+                    asyncio.get_running_loop().call_later(0.01, scope.cancel)
+                    await asyncio.sleep(30)
+        return scope.cancelled_caught, outer.cancelled_caught
+
+    assert await asyncio.get_running_loop().create_task(run()) == (True, False)
+    assert stopped == ["child"]
+
+
+async def test_the_retries_of_a_turn_share_one_loop_callback() -> None:
+    """What the batch is for: 50 scopes cancelled in one turn add one callback to the
+    loop's queue for their retries, not 50 (anyio's own scopes add one each)."""
+    loop = asyncio.get_running_loop()
+    entered = asyncio.Event()
+    scopes: list[anyio.CancelScope] = []
+
+    async def run() -> None:
+        scope = cheap_scope()
+        with scope:
+            scopes.append(scope)
+            if len(scopes) == 50:
+                entered.set()
+            await asyncio.sleep(30)
+
+    tasks = [loop.create_task(run()) for _ in range(50)]
+    await entered.wait()
+    queued: list[int] = []
+
+    def cancel_all() -> None:
+        before = len(loop._ready)  # type: ignore[attr-defined]
+        for scope in scopes:
+            scope.cancel()
+        queued.append(len(loop._ready) - before)  # type: ignore[attr-defined]
+
+    loop.call_soon(cancel_all)
+    await asyncio.gather(*tasks)
+    assert queued == [50 + 1]  # each task's wake-up, and one callback for the retries
+    assert all(scope.cancelled_caught for scope in scopes)
