@@ -11,7 +11,8 @@ lifespan, asyncio only).
                 cancellation (sent_from_within), how many are pending (cancelling)
     cheap_scope the handler's cancel scope: anyio's, entered, cancelled from outside and left
                 for less (one loop callback for a turn's re-deliveries)
-    eager       at_once: an awaitable's first step taken now (its value, or the wait it began);
+    eager       at_once: an awaitable's first step taken now (its value, or the wait it began,
+                whose next step `step` takes now: its value or WAITING);
                 given, ready: an awaitable handed on as it is, a value as an awaitable
     interrupt   within / Waits: waits ended by the task's own cancellation;
                 within_after_first_step: no limit for what ends in its first step;
@@ -44,7 +45,7 @@ from mcp_asgi._loop.current import (
     on_asyncio,
     sent_from_within,
 )
-from mcp_asgi._loop.eager import Begun, at_once, given, ready
+from mcp_asgi._loop.eager import WAITING, Begun, Waiting, at_once, given, ready
 from mcp_asgi._loop.interrupt import (
     TIMED_OUT,
     Due,
@@ -62,6 +63,7 @@ from mcp_asgi._loop.threads import run_in_thread
 
 __all__ = [
     "TIMED_OUT",
+    "WAITING",
     "Begun",
     "Beside",
     "Clock",
@@ -69,6 +71,7 @@ __all__ = [
     "Line",
     "Task",
     "TimedOut",
+    "Waiting",
     "Waits",
     "add_deadline",
     "at_once",

@@ -17,10 +17,11 @@ that answers without waiting needs no watcher beside it.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import types
 from collections.abc import Awaitable, Generator
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -86,7 +87,14 @@ class Begun(Generic[T]):
                     except Exception:  # the listener's failure never keeps it from the awaitable
                         _logger.exception("a listener of a thrown exception failed")
                 del told
-            return self._throw_in(exc, *rest)
+            # `_throw_in`, written out: a cancellation unwinds through one frame less
+            self._pending = _TAKEN
+            if self._coroutine:
+                return self._steps.throw(exc, *rest)
+            throw = getattr(self._steps, "throw", None)
+            if throw is None:
+                raise exc if isinstance(exc, BaseException) else exc(*rest[:1])
+            return throw(exc, *rest)
         finally:  # what comes back out holds this frame in its traceback: no cycle
             del exc, rest
 
@@ -123,12 +131,18 @@ class Begun(Generic[T]):
         """What it waits for, not yet handed to a task (`_TAKEN` once handed out)."""
         return self._pending
 
-    def step(self) -> None:
+    def step(self) -> T | Waiting:
         """Take its next step now, in the running task, instead of awaiting it (what it
-        waited for is over): raises `StopIteration` with its value if it ends there, else
-        it waits again (`pending`)."""
+        waited for is over): its value if it ends there, else `WAITING` (it waits again:
+        `pending`). Its exceptions are raised."""
         self._pending = _TAKEN
-        self._pending = self.send(None)
+        steps = self._steps
+        try:  # (the end caught here: a `StopIteration` through no frame of the caller's)
+            self._pending = steps.send(None) if self._coroutine else next(steps)
+        except StopIteration as ended:
+            value: T = ended.value
+            return value
+        return WAITING
 
     def abandon(self) -> None:
         """Give it up, in the running task: what it waits for is cancelled (an asyncio
@@ -143,6 +157,14 @@ class Begun(Generic[T]):
             return
         self.close()
 
+
+class Waiting(enum.Enum):
+    """`Begun.step`'s answer when the awaitable waits again."""
+
+    WAITING = "waiting"
+
+
+WAITING: Final = Waiting.WAITING
 
 _logger = logging.getLogger("mcp_asgi")  # (_loop imports nothing else of mcp_asgi)
 _TAKEN: Any = object()  # `Begun._pending` once its first yield was handed out

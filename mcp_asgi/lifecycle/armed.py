@@ -31,7 +31,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 from starlette.types import Message, Receive
 
-from mcp_asgi._loop import Begun, add_deadline, discard_deadline
+from mcp_asgi._loop import WAITING, Begun, add_deadline, discard_deadline
 from mcp_asgi.lifecycle.watcher import Received
 
 _PLAIN: Final = "plain_receive"
@@ -154,12 +154,13 @@ class ArmedWatch:
             return
         first, receive, since, context = self._first, self._receive, self._since, self._context
         try:
-            first.step()
-        except StopIteration as ended:
-            owner.received(ended.value, receive, since, context)
-            return
+            message = first.step()
         except BaseException as failed:  # raised in the watcher's task, as if it failed there
             first = Begun.raising(failed)
+        else:
+            if message is not WAITING:
+                owner.received(message, receive, since, context)
+                return
         owner.start_watcher(receive, first, since, context)
 
     def time_up(self) -> None:
@@ -181,11 +182,8 @@ class ArmedWatch:
         if self._disarm() is None:
             return
         first = self._first
-        if first.woken:
-            try:
-                first.step()
-            except StopIteration:
-                return
+        if first.woken and first.step() is not WAITING:
+            return
         first.abandon()  # not woken, or waiting again
 
     def _disarm(self) -> TakesOver | None:

@@ -27,7 +27,7 @@ from typing import TypeAlias
 import anyio
 from starlette.types import Message, Receive
 
-from mcp_asgi._loop import TIMED_OUT, Begun, Clock, TimedOut, Waits, given, ready
+from mcp_asgi._loop import TIMED_OUT, WAITING, Begun, Clock, TimedOut, Waits, given, ready
 
 
 class WatchEnd(enum.Enum):
@@ -125,11 +125,10 @@ class Watcher(Waits):
         if self.interrupted:
             first.abandon()
             return ready(TIMED_OUT)
-        if first.woken:
-            try:  # woken already (the client left, mostly): no wait to time or interrupt
-                first.step()
-            except StopIteration as ended:
-                return ready(ended.value)
+        if first.woken:  # woken already (the client left, mostly): no wait to time or interrupt
+            message = first.step()
+            if message is not WAITING:
+                return ready(message)
         return self.run(until, given, first)
 
     async def until_deadline(self) -> WatchEnd:
