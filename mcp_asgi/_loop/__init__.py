@@ -36,6 +36,7 @@ Imports nothing else from mcp_asgi.
 from mcp_asgi._loop.cheap_scope import cheap_scope
 from mcp_asgi._loop.clock import Clock, loop_clock
 from mcp_asgi._loop.current import (
+    asyncio_task,
     cancel_from_outside,
     cancelling,
     drop_redelivery,
@@ -74,6 +75,7 @@ __all__ = [
     "Waiting",
     "Waits",
     "add_deadline",
+    "asyncio_task",
     "at_once",
     "beside",
     "cancel_from_outside",

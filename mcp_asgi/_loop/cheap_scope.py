@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 import threading
 import weakref
 from types import TracebackType
@@ -39,7 +40,20 @@ from mcp_asgi._loop.current import (
 )
 
 _new = object.__new__
-_get_state = _task_states.get
+# the running task, asked with no Python frame (`asyncio_task()`, which the plain-anyio
+# switch turns off, is not needed: no `CheapScope` is made with it on)
+_running_loop = asyncio._get_running_loop
+if sys.version_info >= (3, 12):
+    _task_of = asyncio.current_task  # a C function since 3.12 (given the loop)
+else:
+    from asyncio.tasks import _current_tasks  # type: ignore[attr-defined]
+
+    _task_of = _current_tasks.get
+# anyio's task states are a `WeakKeyDictionary`, whose methods are Python: its own dict is
+# read and written directly, by weak references to the tasks, as those methods do
+_states: dict[weakref.ref[asyncio.Task[object]], TaskState] = _task_states.data  # type: ignore[attr-defined]
+_forget = _task_states._remove  # type: ignore[attr-defined]  # (its references' callback)
+_ref = weakref.ref
 _Future = asyncio.Future
 _ANYIO_MESSAGE = "Cancelled via cancel scope "  # what anyio's scopes recognise as theirs
 
@@ -52,14 +66,17 @@ class CheapScope(_AsyncioScope):
     _state: TaskState | None  # the host task's anyio state while the scope is in
 
     def __enter__(self) -> CheapScope:
-        task = asyncio_task()
+        task = _task_of(_running_loop())
         if self._cancel_called or self._active or task is None or self._deadline != math.inf:
             return super().__enter__()
         self._host_task = task
         self._tasks.add(task)
-        state = _get_state(task)
-        if state is None:
-            state = _task_states[task] = TaskState(None, self)
+        state = _states.get(_ref(task))
+        if state is None:  # `_task_states[task] = TaskState(None, self)`, written out
+            state = _new(TaskState)
+            state.parent_id = None
+            state.cancel_scope = self
+            _states[_ref(task, _forget)] = state
         else:
             parent = self._parent_scope = state.cancel_scope
             state.cancel_scope = self
@@ -84,7 +101,7 @@ class CheapScope(_AsyncioScope):
             or self._timeout_handle is not None  # (a deadline set while it was in)
             or state is None
             or state.cancel_scope is not self
-            or asyncio_task() is not task
+            or _task_of(_running_loop()) is not task
         ):
             self._state = None
             return super().__exit__(exc_type, exc_val, exc_tb)

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import anyio
 from starlette.types import Receive
 
-from mcp_asgi._loop import Task, beside, checkpoint, on_asyncio
+from mcp_asgi._loop import Task, asyncio_task, beside, checkpoint
 from mcp_asgi.lifecycle.watcher import Received
 from mcp_asgi.protocol.jsonrpc import JsonObject
 
@@ -73,7 +73,7 @@ def run(steps: Steps, receive: Receive, call: Call, args: Args = ()) -> Coroutin
     handler exits (or is orphaned); a failure of the watcher stops the handler and is
     raised; `steps.finish()` however it ended. Hands back the coroutine of the loop's way
     (no frame of its own held while the request waits)."""
-    if on_asyncio():
+    if asyncio_task() is not None:  # (`on_asyncio()`, written out)
         return _run_in_request_task(steps, receive, call, args)
     return _run_beside(steps, receive, call, args)
 

@@ -26,7 +26,6 @@ import math
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from contextlib import AbstractContextManager
 from typing import Any, Final, TypeVar
 
 import anyio
@@ -57,7 +56,6 @@ from mcp_asgi.lifecycle.cancel import CancelReason, CancelToken, RequestCancelle
 from mcp_asgi.lifecycle.cancel_log import listens, log_cancelled, log_ignored, log_orphan_exited
 from mcp_asgi.lifecycle.lazy_event import LazyEvent
 from mcp_asgi.lifecycle.outcome import (
-    NO_ACTIVATION,
     Outcome,
     RequestRecord,
     ScopeObserver,
@@ -345,7 +343,9 @@ class RequestScope:
         write starts after a cancel signal (nor while the handler is told of one that is
         not recorded yet: `reason`).
         """
-        if self._reason is not None or self._told_unrecorded():
+        if self._reason is not None or (  # (`_told_unrecorded`'s call only for one)
+            self._unclaimed is not None and self._told_unrecorded()
+        ):
             return False
         if not final:
             ok = await self._writer.notify(message)
@@ -416,8 +416,14 @@ class RequestScope:
         sees it. Without (`receive` None), the watcher is already running in another task."""
         try:
             final: JsonObject | None = None  # stays None if cancelled
+            # the observer's context current while the handler runs, where there is one to
+            # make current (an SDK, a trace context): entered and left by hand, as a `with`
+            # of a shared no-op costs two calls on every request
+            activation = self._observer.activate() if self._activates else None
             try:
-                with self._handler_scope, self._activated():
+                with self._handler_scope:
+                    if activation is not None:
+                        activation.__enter__()
                     try:
                         result = at_once(call(*args))
                         if isinstance(result, Begun):
@@ -428,23 +434,21 @@ class RequestScope:
                         final = self._answer(result)
                     except Exception as exc:
                         final = self._raised(exc)
+                    finally:
+                        if activation is not None:
+                            activation.__exit__(None, None, None)
             finally:
                 if self._reason is not None:  # the scope was cancelled, and is left
                     drop_redelivery(self._handler_scope)
                 if not self._work.handler_returned():  # (most leave nothing open)
                     await self._work.handler_exited()
-            if self._told_unrecorded():
+            if self._unclaimed is not None and self._told_unrecorded():
                 self._claim()  # the server's, which the handler swallowed
             if final is not None:
                 await self.write(final, final=True)
         finally:
             if self._reason is None:
                 self._stop_watching()
-
-    def _activated(self) -> AbstractContextManager[object]:
-        """The observer's context, to be current while the handler runs (a shared no-op
-        where there is nothing to make current: no SDK, no trace context)."""
-        return self._observer.activate() if self._activates else NO_ACTIVATION
 
     def thrown(self, thrown: BaseException) -> None:
         """The waiting handler, in the request's task, is about to be thrown `thrown`
