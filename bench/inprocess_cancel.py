@@ -2,42 +2,111 @@
 client gone at once (`http.disconnect`), `--rounds` times.
 
     python -m bench.inprocess_cancel                       # µs of CPU per cancelled call
-    valgrind --tool=callgrind python -m bench.inprocess_cancel --rounds 1   # and --rounds 4:
-        # (the difference of the two counts) / (3 * burst) = instructions per cancelled call
+    python -m bench.inprocess_cancel --counts              # instructions, by phase (callgrind)
 
 Each call is driven as `bench.inprocess` drives a request (a `receive` that hands over the
 body, then waits; here until the burst's disconnect), so the figure is mcp_asgi's own work
 for a call that starts, waits in its handler, and is cancelled by its client: the request,
-the signal, the handler's unwinding, the scope's end and the 499 that closes the exchange.
-A development tool like `bench.inprocess`; the verdicts come from `bench.cancel_latency`.
+the signal, the handler's unwinding, the scope's end and the 499. A development tool like
+`bench.inprocess`; the verdicts come from `bench.cancel_latency`.
+
+`--counts` splits one burst's instructions (callgrind, `PYTHONHASHSEED=0`; bursts of 100 and
+300 differenced, so start-up and the dumps' own cost drop out) into the phases that decide
+how long the burst's last handler waits (`bench.cancel_latency`'s 200 in flight):
+
+* *woken*: the loop's callbacks of the disconnects (mcp_asgi: the request scope's, which
+  records the signal and cancels the handler; the floor: its task's wake-up, and all of
+  its call);
+* *stopped*: from there until the last handler has logged its cancel (each handler's
+  unwinding, in turn);
+* *settled*: from there until every call has returned (the 499s, the accounts).
+
+The floor beside it is a bare ASGI app that awaits `http.disconnect` and logs, as the
+cancel-latency bench's floor does.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import re
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
-from . import inprocess, load, targets
+from . import features, inprocess, load, targets
+
+ROOT = Path(__file__).resolve().parent.parent
+_TOTALS = re.compile(r"^totals: (\d+)", re.MULTILINE)
+PHASES = ("woken", "stopped", "settled")
 
 
-async def _burst(app: Any, scope: dict[str, Any], payload: bytes, size: int) -> None:
+class _Exits(targets.ExitLog):
+    """Counts the handlers' cancels of the measured burst; marks its last one."""
+
+    def __init__(self) -> None:
+        self.expected = 0  # cancels still to come in the measured burst (0: not measuring)
+
+    def __call__(self, kind: str, request_id: object) -> None:
+        if kind == "cancel" and self.expected:
+            self.expected -= 1
+            if not self.expected:
+                features.mark("stopped")
+
+    def later(self, kind: str, request_id: object) -> None:
+        pass
+
+
+async def _floor(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """A bare ASGI app that waits for the client to leave, logs, and answers."""
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    await receive()  # the body
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    _EXITS("cancel", None)
+    await send({"type": "http.response.start", "status": 499, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
+
+
+_EXITS = _Exits()
+
+
+async def _burst(
+    app: Any, scope: dict[str, Any], payload: bytes, size: int, counted: bool = False
+) -> None:
     gone = asyncio.Event()
     calls = [
         asyncio.create_task(inprocess._one_call(app, scope, payload, gone)) for _ in range(size)
     ]
     await asyncio.sleep(0.2)  # every handler is waiting in its tool
-    gone.set()
+    if counted:
+        _EXITS.expected = size
+        features.mark("start")
+    gone.set()  # every disconnect's callback is queued now: this one runs after them
+    if counted:
+        asyncio.get_running_loop().call_soon(features.mark, "woken")
     await asyncio.gather(*calls)
+    if counted:
+        features.mark("settled")
+
+
+def _request() -> tuple[dict[str, Any], bytes]:
+    request = load.tool_call("slow", {"seconds": 30}, 1, inprocess.PORT)
+    return inprocess._scope_of(request), request.partition(b"\r\n\r\n")[2]
 
 
 async def _run(rounds: int, size: int) -> list[float]:
-    app = targets.BUILDERS["mcp_asgi"](targets.ExitLog("/dev/null"))
+    app = targets.BUILDERS["mcp_asgi"](targets.ExitLog(os.devnull))
     stop = await inprocess._lifespan(app)
-    request = load.tool_call("slow", {"seconds": 30}, 1, inprocess.PORT)
-    scope = inprocess._scope_of(request)
-    payload = request.partition(b"\r\n\r\n")[2]
+    scope, payload = _request()
     cpu: list[float] = []
     try:
         for _ in range(rounds):
@@ -49,11 +118,73 @@ async def _run(rounds: int, size: int) -> list[float]:
     return cpu
 
 
+async def _counted(target: str, size: int) -> None:
+    """One burst to warm up, then one counted (under callgrind, `features.MARKS_ENV`)."""
+    app = _floor if target == "floor" else targets.BUILDERS["mcp_asgi"](_EXITS)
+    stop = await inprocess._lifespan(app)
+    scope, payload = _request()
+    try:
+        await _burst(app, scope, payload, size)
+        await _burst(app, scope, payload, size, counted=True)
+    finally:
+        await stop()
+
+
+def _count(target: str, size: int) -> list[int]:
+    """The instructions of each phase of a counted burst of `size`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            f"--callgrind-out-file={tmp}/out",
+            sys.executable,
+            "-m",
+            "bench.inprocess_cancel",
+            "--counted",
+            target,
+            "--burst",
+            str(size),
+        ]
+        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(ROOT)}
+        env[features.MARKS_ENV] = "1"
+        done = subprocess.run(command, capture_output=True, cwd=ROOT, env=env, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{target} failed:\n{done.stderr.decode()[-3000:]}")
+        # out.1: up to the burst's start; then one dump a phase
+        dumps = [Path(f"{tmp}/out.{n}").read_text() for n in range(2, len(PHASES) + 2)]
+    return [int(_TOTALS.search(dump).group(1)) for dump in dumps]  # type: ignore[union-attr]
+
+
+def counts(small: int = 100, large: int = 300) -> dict[str, dict[str, int]]:
+    """Instructions per cancelled call, by phase, for the floor and mcp_asgi."""
+    rows: dict[str, dict[str, int]] = {}
+    for target in ("floor", "mcp_asgi"):
+        low, high = _count(target, small), _count(target, large)
+        per = [round((h - lo) / (large - small)) for lo, h in zip(low, high, strict=True)]
+        rows[target] = dict(zip(PHASES, per, strict=True))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="In-process cost of a cancelled call.")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--burst", type=int, default=200, help="calls in flight, then cancelled")
+    parser.add_argument("--counts", action="store_true", help="instructions by phase")
+    parser.add_argument("--counted", help=argparse.SUPPRESS)  # (under callgrind)
     args = parser.parse_args(argv)
+    if args.counted:
+        asyncio.run(_counted(args.counted, args.burst))
+        return
+    if args.counts:
+        rows = counts()
+        print("| per cancelled call | " + " | ".join(PHASES) + " | woken + stopped | all |")
+        print("|---|" + "---:|" * (len(PHASES) + 2))
+        for target, row in rows.items():
+            cells = [f"{row[p]:,}" for p in PHASES]
+            cells += [f"{row['woken'] + row['stopped']:,}", f"{sum(row.values()):,}"]
+            print(f"| {target} | " + " | ".join(cells) + " |")
+        return
     cpu = asyncio.run(_run(args.rounds, args.burst))
     print("CPU µs per cancelled call (the whole call), by round:", [round(c, 1) for c in cpu])
 
