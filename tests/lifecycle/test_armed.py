@@ -553,6 +553,43 @@ async def test_servers_receives_may_be_finished_anywhere() -> None:
     assert plainness(plain_anywhere(receive)) == ANYWHERE
 
 
+@pytest.mark.parametrize("anywhere", PLAINNESS)
+async def test_a_handler_swallowing_the_clients_cancel_is_cancelled_at_its_next_wait(
+    otel: Otel, anywhere: bool
+) -> None:
+    """The client leaves; the handler catches its cancellation and waits again, twice: it
+    is cancelled again at each wait (anyio's rule, kept by the handler scope's own
+    re-delivery) and exits well within the grace period, not as an orphan."""
+    server = McpServer("swallowers")
+    started = anyio.Event()
+    caught: list[CancelReason | None] = []
+
+    @server.tool()
+    async def stays(ctx: Context) -> str:
+        """Swallows two cancellations, then lets the third through."""
+        started.set()
+        for _ in range(2):
+            try:
+                await anyio.sleep(30)
+            except asyncio.CancelledError:
+                caught.append(ctx.cancel_reason)
+        await anyio.sleep(30)
+        return "never"
+
+    app = mcp_app(server, otel, cancel_grace=30)
+    wire = wire_for("tools/call", {"name": "stays"}, accept=JSON)
+    async with watchdog(), anyio.create_task_group() as tg:
+        tg.start_soon(partial(run_plainly, wire, app, anywhere=anywhere))
+        await started.wait()
+        await anyio.wait_all_tasks_blocked()
+        wire.disconnect()
+    assert caught == [CancelReason.CLIENT_DISCONNECT] * 2
+    assert wire.messages == []
+    [span] = otel.spans.get_finished_spans()
+    assert attrs(span)["mcp_asgi.cancellation.outcome"] == "exited"
+    assert not app._inflight
+
+
 async def test_a_handler_that_outlives_its_grace_is_given_up_by_the_timer(
     otel: Otel, watchers: list[object]
 ) -> None:
