@@ -28,7 +28,9 @@ class InFlight:
         self._runtime = runtime
         self._telemetry = telemetry
         self._scopes: set[RequestScope] = set()
-        self._draining = False
+        self.draining = False
+        """Whether the server is shutting down (`cancel_all` was called): new requests are
+        refused from then on. (Read it; only `cancel_all` sets it.)"""
 
     def open(
         self,
@@ -61,16 +63,10 @@ class InFlight:
         """How many requests are in flight."""
         return len(self._scopes)
 
-    @property
-    def draining(self) -> bool:
-        """Whether the server is shutting down (`cancel_all` was called): new requests are
-        refused from then on."""
-        return self._draining
-
     def cancel_all(self) -> list[RequestScope]:
         """Start draining and cancel every request in flight (reason `server_shutdown`);
         returns them."""
-        self._draining = True
+        self.draining = True
         scopes = list(self._scopes)
         for request_scope in scopes:
             request_scope.cancel(CancelReason.SERVER_SHUTDOWN)

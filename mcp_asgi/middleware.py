@@ -146,8 +146,10 @@ class McpMiddleware:
         """Serve an HTTP request to the MCP path; run the server's bus around a lifespan
         (and cancel what is in flight at its shutdown); pass everything else to the app."""
         if asgi_scope["type"] == "http" and _route_path(asgi_scope) in self._paths:
-            self._wiring.attach_bus()
-            self._warn_without_lifespan()
+            if self._wiring.bus is not None:  # (`attach_bus`'s check: no call without a bus)
+                self._wiring.attach_bus()
+            if not self._lifespan_started:
+                self._warn_without_lifespan()
             if self._inflight.draining:  # 503: retry soon, on another replica
                 await send_json(send, 503, _SHUTTING_DOWN, [(b"retry-after", b"1")])
                 return

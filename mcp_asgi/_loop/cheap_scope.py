@@ -85,7 +85,7 @@ class CheapScope(_AsyncioScope):
                 parent._tasks.discard(task)
         self._state = state
         self._active = True
-        self._cancelling_at_enter = cancelling(task)
+        self._cancelling_at_enter = task.cancelling()  # (3.11+, as is this scope)
         return self
 
     def __exit__(

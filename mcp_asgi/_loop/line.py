@@ -15,17 +15,13 @@ class Line:
     place passes straight to the first in line, so nobody jumps the queue; a wait is
     cancellable, and a place handed to a wait being cancelled passes on."""
 
-    __slots__ = ("_in_use", "_waiters", "total")
+    __slots__ = ("_waiters", "in_use", "total")
 
     def __init__(self, total: int) -> None:
         self.total = total
-        self._in_use = 0
+        self.in_use = 0
+        """Places held now (read it; only the line changes it)."""
         self._waiters: deque[anyio.Event] | None = None  # made on contention
-
-    @property
-    def in_use(self) -> int:
-        """Places held now."""
-        return self._in_use
 
     @property
     def waiting(self) -> int:
@@ -35,8 +31,8 @@ class Line:
     def take(self) -> bool:
         """Take a free place at once, without a turn of the event loop; False if there is
         none (then `wait_in_line`)."""
-        if self._in_use < self.total:
-            self._in_use += 1
+        if self.in_use < self.total:
+            self.in_use += 1
             return True
         return False
 
@@ -57,8 +53,8 @@ class Line:
 
     async def __aenter__(self) -> None:
         """`async with line:` holds a place for the block (a FIFO lock with one place)."""
-        if self._in_use < self.total:
-            self._in_use += 1
+        if self.in_use < self.total:
+            self.in_use += 1
         else:
             await self.wait_in_line()
 
@@ -70,4 +66,4 @@ class Line:
         if self._waiters:
             self._waiters.popleft().set()
         else:
-            self._in_use -= 1
+            self.in_use -= 1

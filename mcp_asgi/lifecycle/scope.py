@@ -140,9 +140,9 @@ class RequestScope:
         "_unclaimed",
         "_unwatched",
         "_watcher",
-        "_watcher_task",
         "_work",
         "_writer",
+        "watcher_task",
     )
 
     def __init__(
@@ -199,7 +199,9 @@ class RequestScope:
         self._keepalive_interval = keepalive_interval
         self._watcher: Watcher | None = None  # made when it first watches (most never do)
         self._unwatched = False  # stopped before the watcher was made
-        self._watcher_task: Task | None = None  # the watcher's own task (asyncio), if any
+        self.watcher_task: Task | None = None
+        """The watcher's own task, once the handler has waited in the request's task (read
+        it; only the scope sets it)."""
         self._armed: ArmedWatch | None = None  # watched from the handler's task (asyncio)
         self._graced = False  # the loop's timer holds the grace period (`received`)
 
@@ -493,11 +495,6 @@ class RequestScope:
         self._signal(CancelReason.SERVER_SHUTDOWN, from_watcher=False, at=unclaimed.since)
 
     @property
-    def watcher_task(self) -> Task | None:
-        """The watcher's own task, once the handler has waited in the request's task."""
-        return self._watcher_task
-
-    @property
     def watcher_busy(self) -> bool:
         """Whether the watcher, once the handler has returned, still has something to do
         before the request ends: tell the client of a cancel other than its own leaving,
@@ -663,7 +660,7 @@ class RequestScope:
         on with `first` (a `receive()` begun there) in the request's `context` (None: a
         copy of the current one, the request's own task's)."""
         self._armed = None
-        self._watcher_task = runner.watch_beside(self, receive, first, since, context)
+        self.watcher_task = runner.watch_beside(self, receive, first, since, context)
 
     def received(
         self,
@@ -747,7 +744,8 @@ class RequestScope:
 
     def finish(self) -> None:
         """`run` is over: end the request (if not yet), and wake `wait_exited`."""
-        self._ungrace()
+        if self._graced:  # (`_ungrace`'s check: a call only where there is a timer)
+            self._ungrace()
         self._end()
         if self._over is None:
             self._over = _OVER  # nobody waits yet: one set for every request

@@ -136,7 +136,8 @@ class Methods:
     def _call_decorated(
         self, tool: Tool, request: McpRequest, ctx: Context
     ) -> Awaitable[JsonObject]:
-        if ctx.task_id is None and self._registry.task_policies.get(tool.name) == "required":
+        policies = self._registry.task_policies  # (empty on most servers: no lookup then)
+        if policies and policies.get(tool.name) == "required" and ctx.task_id is None:
             raise missing_tasks_extension(tool.name)  # a 2025-era request: no tasks there
         return tool.call(_arguments(request), ctx)
 
