@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from . import features
+from . import features, report
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -154,12 +154,7 @@ def tables(run: dict[str, Any]) -> str:
 
 
 def write_docs(text: str) -> None:
-    page = DOCS.read_text()
-    head, start, rest = page.partition(START)
-    _, end, tail = rest.partition(END)
-    if not start or not end:
-        raise SystemExit(f"{DOCS} has no {START} … {END} block")
-    DOCS.write_text(head + START + "\n" + text + END + tail)
+    report.replace_block(DOCS, START, END, text)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -495,6 +495,17 @@ def update_doc(block: str) -> None:
     DOC.write_text(f"{head}{START}\n{block}\n{END}{tail}")
 
 
+def replace_block(doc: Path, start: str, end: str, text: str) -> None:
+    """Put `text` between the `start` and `end` markers of `doc` (a generated table);
+    refuse a page without them."""
+    page = doc.read_text()
+    head, found_start, rest = page.partition(start)
+    _, found_end, tail = rest.partition(end)
+    if not found_start or not found_end:
+        raise SystemExit(f"{doc} has no {start} … {end} block")
+    doc.write_text(head + start + "\n" + text + end + tail)
+
+
 def image_links(images: list[Path], base: Path) -> str:
     return "\n\n".join(f"![{p.stem}]({os.path.relpath(p, base)})" for p in images)
 

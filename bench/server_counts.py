@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import features, load, run, targets
+from . import features, load, report, run, targets
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -197,12 +197,7 @@ def _label(target: str) -> str:
 
 
 def write_docs(text: str) -> None:
-    page = DOCS.read_text()
-    head, start, rest = page.partition(START)
-    _, end, tail = rest.partition(END)
-    if not start or not end:
-        raise SystemExit(f"{DOCS} has no {START} … {END} block")
-    DOCS.write_text(head + START + "\n" + text + END + tail)
+    report.replace_block(DOCS, START, END, text)
 
 
 def main(argv: list[str] | None = None) -> None:

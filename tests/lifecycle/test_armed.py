@@ -441,6 +441,17 @@ async def test_a_handlers_own_aborting_task_group_is_no_shutdown(otel: Otel) -> 
     assert text == "the child failed: the child's"
 
 
+async def leave_once_started(
+    tg: anyio.abc.TaskGroup, wire: Wire, app: object, started: anyio.Event, anywhere: bool
+) -> None:
+    """Drive `app` with `wire` in `tg` (its receive plain, or `anywhere`); once the handler
+    has set `started` and every task waits, the client leaves."""
+    tg.start_soon(partial(run_plainly, wire, app, anywhere=anywhere))
+    await started.wait()
+    await anyio.wait_all_tasks_blocked()
+    wire.disconnect()
+
+
 async def cancel_once_waiting(wire: Wire, app: object) -> asyncio.Task[None]:
     """Drive `app` with `wire` in a task of its own and, once the call waits, cancel that
     task with no message, as Hypercorn and Daphne do at shutdown; the task."""
@@ -579,10 +590,7 @@ async def test_a_handler_swallowing_the_clients_cancel_is_cancelled_at_its_next_
     app = mcp_app(server, otel, cancel_grace=30)
     wire = wire_for("tools/call", {"name": "stays"}, accept=JSON)
     async with watchdog(), anyio.create_task_group() as tg:
-        tg.start_soon(partial(run_plainly, wire, app, anywhere=anywhere))
-        await started.wait()
-        await anyio.wait_all_tasks_blocked()
-        wire.disconnect()
+        await leave_once_started(tg, wire, app, started, anywhere)
     assert caught == [CancelReason.CLIENT_DISCONNECT] * 2
     assert wire.messages == []
     [span] = otel.spans.get_finished_spans()
@@ -613,10 +621,7 @@ async def test_a_handler_that_outlives_its_grace_is_given_up_by_the_timer(
     app = mcp_app(server, otel, cancel_grace=0.05, process_kill_grace=0.01)
     wire = wire_for("tools/call", {"name": "stubborn"}, accept=JSON)
     async with watchdog(), anyio.create_task_group() as tg:
-        tg.start_soon(partial(run_plainly, wire, app, anywhere=True))
-        await started.wait()
-        await anyio.wait_all_tasks_blocked()
-        wire.disconnect()
+        await leave_once_started(tg, wire, app, started, anywhere=True)
         await eventually(lambda: bool(otel.spans.get_finished_spans()), what="the span's end")
         [span] = otel.spans.get_finished_spans()
         assert attrs(span)["mcp_asgi.cancellation.outcome"] == "orphaned"
@@ -915,10 +920,7 @@ async def test_the_client_leaving_stops_a_subprocess_with_no_task(
     app = mcp_app(server, otel)
     wire = wire_for("tools/call", {"name": "sleeper"}, accept=accept)
     async with watchdog(), anyio.create_task_group() as tg:
-        tg.start_soon(partial(run_plainly, wire, app, anywhere=True))
-        await spawned.wait()
-        await anyio.wait_all_tasks_blocked()
-        wire.disconnect()
+        await leave_once_started(tg, wire, app, spawned, anywhere=True)
     assert heard == [CancelReason.CLIENT_DISCONNECT]
     assert watchers == []
     assert wire.messages == []
