@@ -12,10 +12,10 @@ it. There anyio's own steps ask for the running task (a Python function before 3
 three times, look its state up twice, check the deadline, walk the parent scopes, format
 the message, and make a loop callback per scope for the delivery's retry; these do what
 those steps do to the same fields, and no more, and the retries of all the scopes a turn
-cancels share one callback (`_Redeliveries`). Anything else (a scope cancelled before it is
-entered or by its own task, a deadline set on it, a child scope or task group in it, a
-parent scope, an exception group, an exit out of order) goes through anyio's own steps,
-which also raise anyio's errors for misuse.
+cancels share one callback on the next turn (`_Redeliveries`). Anything else (a scope
+cancelled before it is entered or by its own task, a deadline set on it, a child scope or
+task group in it, a parent scope, an exception group, an exit out of order) goes through
+anyio's own steps, which also raise anyio's errors for misuse.
 """
 
 from __future__ import annotations
@@ -171,33 +171,39 @@ class CheapScope(_AsyncioScope):
         return False
 
 
+class _Batch(list["CheapScope"]):
+    """The scopes whose retry one loop callback makes, and the loop (weakly: free to go)."""
+
+    __slots__ = ("loop", "taken")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self.loop = weakref.ref(loop)
+        self.taken = False  # its callback has begun: a scope cancelled now is in the next
+
+
 class _Redeliveries(threading.local):
     """anyio's retry of a cancellation's delivery while the scope's task is still in it (a
-    task that swallowed the cancellation gets it again at its next wait), for every scope
-    cancelled in a turn of the loop by one callback, where anyio makes one a scope. The
-    callback looks two turns on, not one: the tasks a turn cancels run on the next, most
-    leaving their scope then, and a look before that would only put them off again. Per
-    thread (a thread runs one loop at a time), holding its loop weakly (free to go)."""
+    task that swallowed the cancellation gets it again at its next wait or checkpoint), for
+    every scope cancelled in a turn of the loop by one callback on the next turn, where
+    anyio makes one a scope. A task woken but not yet run then is looked at again on the
+    turn after, as anyio's own retry would find it. The batch being filled is the
+    thread's (a thread runs one loop at a time); a batch whose callback has begun, or of
+    another loop, is never added to."""
 
-    loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
-    batch: list[CheapScope] | None = None
+    batch: _Batch | None = None
 
     def add(self, scope: CheapScope, task: asyncio.Task[object]) -> None:
         scope._cancel_handle = _PENDING  # type: ignore[assignment]  # (anyio's: a retry to come)
         batch = self.batch
         loop = task.get_loop()
-        if batch is None or self.loop is None or self.loop() is not loop:
-            batch = self.batch = []
-            self.loop = weakref.ref(loop)
-            loop.call_soon(self._turned, loop, batch)
+        if batch is None or batch.taken or batch.loop() is not loop:
+            batch = self.batch = _Batch(loop)
+            loop.call_soon(self._retry, batch)
         batch.append(scope)
 
-    def _turned(self, loop: asyncio.AbstractEventLoop, batch: list[CheapScope]) -> None:
-        if self.batch is batch:
-            self.batch = None  # a scope cancelled from now on is in the next batch
-        loop.call_soon(self._retry, batch)
-
-    def _retry(self, batch: list[CheapScope]) -> None:
+    def _retry(self, batch: _Batch) -> None:
+        batch.taken = True
         for scope in batch:
             task = scope._host_task
             handle: object = scope._cancel_handle

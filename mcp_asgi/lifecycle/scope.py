@@ -421,10 +421,11 @@ class RequestScope:
             # the observer's context current while the handler runs, where there is one to
             # make current (an SDK, a trace context): entered and left by hand, as a `with`
             # of a shared no-op costs two calls on every request
-            activation = self._observer.activate() if self._activates else None
+            activation = None
             try:
                 with self._handler_scope:
-                    if activation is not None:
+                    if self._activates:
+                        activation = self._observer.activate()
                         activation.__enter__()
                     try:
                         result = at_once(call(*args))

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 
 import anyio
 import anyio.lowlevel
@@ -19,7 +20,7 @@ from starlette.types import Message
 
 from mcp_asgi import CancelReason, CancelToken, Context, McpServer
 from mcp_asgi.lifecycle.armed import plain
-from mcp_asgi.lifecycle.scope import Phase
+from mcp_asgi.lifecycle.scope import Phase, ScopeObserver
 from mcp_asgi.protocol.jsonrpc import JsonObject
 
 from ..helpers import (
@@ -300,6 +301,33 @@ async def test_the_phase_follows_the_request() -> None:
     assert set(phases[1:]) == {Phase.ANSWERING}
     assert scope.phase is Phase.ENDED
     assert scope.answered
+
+
+async def test_an_observer_failing_to_activate_still_counts_the_handler_out() -> None:
+    """The observer's `activate()` raising (a broken telemetry bridge) fails the handler's
+    run, but the handler is counted out: the request does not stay running."""
+    wire = wire_for("tools/call", {"name": "x"}, accept=JSON)
+    await wire.receive()
+
+    class Failing(ScopeObserver):
+        def activate(self) -> AbstractContextManager[None]:
+            raise RuntimeError("broken")
+
+    scope = request_scope(wire.send)
+    scope._observer, scope._activates = Failing(), True
+
+    async def handler() -> JsonObject:
+        return {"content": []}
+
+    raised: BaseException | None = None
+    try:
+        async with watchdog():
+            await scope.run(wire.receive, handler)
+    except Exception as failed:  # (on plain anyio, in the task group's exception group)
+        raised = failed
+    assert "RuntimeError('broken')" in repr(raised)
+    assert scope.work.running == 0
+    assert scope.phase is Phase.ENDED
 
 
 async def test_a_cancel_after_the_reply_is_ignored_at_debug(

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import sys
+import threading
 from collections.abc import Callable
 
 import anyio
+import anyio.lowlevel
 import pytest
 from anyio._backends._asyncio import _task_states
 
@@ -391,3 +394,109 @@ async def test_the_retries_of_a_turn_share_one_loop_callback() -> None:
     await asyncio.gather(*tasks)
     assert queued == [50 + 1]  # each task's wake-up, and one callback for the retries
     assert all(scope.cancelled_caught for scope in scopes)
+
+
+@pytest.mark.parametrize("make", MAKERS.values(), ids=MAKERS.keys())
+async def test_a_swallowed_cancellation_comes_again_at_the_next_checkpoint(
+    make: Callable[[], anyio.CancelScope],
+) -> None:
+    """The retry comes on the turn after the task ran, as anyio's: a task that swallows its
+    scope's cancellation is cancelled at its very next checkpoint, not one later."""
+    passed: list[int] = []
+
+    async def run() -> bool:
+        scope = make()
+        with scope:
+            asyncio.get_running_loop().call_soon(scope.cancel)
+            with contextlib.suppress(asyncio.CancelledError):  # swallowed
+                await asyncio.sleep(30)
+            for i in range(3):
+                await anyio.lowlevel.checkpoint()
+                passed.append(i)
+        return scope.cancelled_caught
+
+    assert await asyncio.get_running_loop().create_task(run())
+    assert passed == []
+
+
+@pytest.mark.parametrize("make", MAKERS.values(), ids=MAKERS.keys())
+async def test_cancelled_as_its_wait_ends_it_stops_at_the_next_checkpoint(
+    make: Callable[[], anyio.CancelScope],
+) -> None:
+    """Cancelled in the turn its wait ended (the task woken, not yet run: not cancelled
+    then), the task gets its wait's value and is cancelled at its next checkpoint."""
+    seen: list[object] = []
+
+    async def run(scope: anyio.CancelScope, future: asyncio.Future[int]) -> bool:
+        with scope:
+            seen.append(await future)
+            await anyio.lowlevel.checkpoint()
+            seen.append("passed")
+        return scope.cancelled_caught
+
+    loop = asyncio.get_running_loop()
+    scope, future = make(), loop.create_future()
+    task = loop.create_task(run(scope, future))
+    await asyncio.sleep(0)
+
+    def both() -> None:
+        future.set_result(1)
+        scope.cancel()
+
+    loop.call_soon(both)
+    assert await task
+    assert seen == [1]
+
+
+def test_a_loop_run_by_another_thread_keeps_its_retries() -> None:
+    """A loop stopped with a retry pending and run on by another thread, then again by the
+    first: a scope cancelled then is still cancelled again at each of its waits."""
+    loop = asyncio.new_event_loop()
+    held: list[asyncio.Task[None]] = []
+
+    async def cancel_then_stop() -> None:
+        scope = cheap_scope()
+
+        async def host() -> None:
+            with scope:
+                await asyncio.sleep(10)
+
+        held.append(loop.create_task(host()))
+        await asyncio.sleep(0)
+        scope.cancel()  # its retry goes in this thread's batch
+        loop.stop()  # before the retry's callback runs
+
+    async def turns() -> None:
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+    async def swallowing() -> list[str]:
+        scope, log = cheap_scope(), []
+
+        async def host() -> None:
+            with scope:
+                for _ in range(3):
+                    try:
+                        await asyncio.sleep(0.2)
+                        log.append("not cancelled")
+                    except asyncio.CancelledError:
+                        log.append("cancelled")
+
+        task = loop.create_task(host())
+        await asyncio.sleep(0)
+        scope.cancel()
+        await task
+        return log
+
+    try:
+        held.append(loop.create_task(cancel_then_stop()))
+        loop.run_forever()
+        other = threading.Thread(target=lambda: loop.run_until_complete(turns()))
+        other.start()
+        other.join()
+        assert loop.run_until_complete(swallowing()) == ["cancelled"] * 3
+    finally:
+        for task in asyncio.all_tasks(loop):
+            task.cancel()
+        loop.run_until_complete(asyncio.sleep(0.01))
+        loop.close()
