@@ -146,8 +146,7 @@ class McpMiddleware:
         """Serve an HTTP request to the MCP path; run the server's bus around a lifespan
         (and cancel what is in flight at its shutdown); pass everything else to the app."""
         if asgi_scope["type"] == "http" and _route_path(asgi_scope) in self._paths:
-            if self._wiring.bus is not None:  # (`attach_bus`'s check: no call without a bus)
-                self._wiring.attach_bus()
+            self._wiring.attach_bus()
             if not self._lifespan_started:
                 self._warn_without_lifespan()
             if self._inflight.draining:  # 503: retry soon, on another replica
@@ -222,8 +221,9 @@ class McpMiddleware:
         return await self._wiring.health()
 
     def _warn_without_lifespan(self) -> None:
-        """Say once, loudly, that this middleware cannot see the server shut down."""
-        if self._lifespan_started or self._warned:
+        """Say once, loudly, that this middleware cannot see the server shut down (no
+        lifespan startup reached it)."""
+        if self._warned:
             return
         self._warned = True
         logger.warning(

@@ -73,16 +73,13 @@ class RequestRuntime:
         the running loop's)."""
         settings, server = self._settings, self._server
         listen = request.method == LISTEN
-        if listen:
-            timeout = None
-        else:  # `shortest(...)`, written out
-            limit, own = settings.max_request_duration, server.timeout_for(request)
-            timeout = own if limit is None else limit if own is None else min(limit, own)
         return self._scope(
             request,
             writer,
             observer=observer,
-            timeout=timeout,
+            timeout=None
+            if listen
+            else shortest(settings.max_request_duration, server.timeout_for(request)),
             keepalive_interval=settings.keepalive_interval or 0,  # RequestScope's 0: none
             cancel_on_disconnect=cancel_on_disconnect,
             on_server_end=server.subscriptions.server_end(request) if listen else None,

@@ -141,13 +141,19 @@ class CheapScope(_AsyncioScope):
         self._cancel_called = True
         # anyio's message, without the task that cancels (its `repr` costs more than the
         # rest of the cancel): anyio reads only the scope's id of it
-        message = self._cancel_reason = f"{_ANYIO_MESSAGE}{id(self):x}"
+        self._cancel_reason = f"{_ANYIO_MESSAGE}{id(self):x}"
+        self._deliver_to(task)
+
+    def _deliver_to(self, task: asyncio.Task[object]) -> None:
+        """anyio's `_deliver_cancellation` for a scope its host task alone is in: the task
+        cancelled unless it is done, about to be, or woken already; retried (`_Redeliveries`)
+        as long as it is not done."""
         if task.done():
             return
         if not task._must_cancel:  # type: ignore[attr-defined]
             waiter = task._fut_waiter  # type: ignore[attr-defined]
             if not isinstance(waiter, _Future) or not waiter.done():
-                task.cancel(message)
+                task.cancel(self._cancel_reason)
                 self._pending_uncancellations += 1  # type: ignore[assignment,operator,unused-ignore]
         _redeliveries.add(self, task)
 
@@ -212,15 +218,8 @@ class _Redeliveries(threading.local):
             scope._cancel_handle = None
             if scope._child_scopes or len(scope._tasks) != 1:
                 scope._deliver_cancellation(scope)  # anyio's own (it retries by itself)
-                continue
-            if task.done():
-                continue
-            if not task._must_cancel:  # type: ignore[attr-defined]
-                waiter = task._fut_waiter  # type: ignore[attr-defined]
-                if not isinstance(waiter, _Future) or not waiter.done():
-                    task.cancel(scope._cancel_reason)
-                    scope._pending_uncancellations += 1  # type: ignore[assignment,operator,unused-ignore]
-            self.add(scope, task)
+            else:
+                scope._deliver_to(task)
 
 
 class _Pending:

@@ -745,8 +745,7 @@ class RequestScope:
 
     def finish(self) -> None:
         """`run` is over: end the request (if not yet), and wake `wait_exited`."""
-        if self._graced:  # (`_ungrace`'s check: a call only where there is a timer)
-            self._ungrace()
+        self._ungrace()
         self._end()
         if self._over is None:
             self._over = _OVER  # nobody waits yet: one set for every request

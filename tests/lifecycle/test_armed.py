@@ -565,8 +565,9 @@ async def test_servers_receives_may_be_finished_anywhere() -> None:
 
 
 @pytest.mark.parametrize("anywhere", PLAINNESS)
+@pytest.mark.parametrize("accept", [JSON, SSE])
 async def test_a_handler_swallowing_the_clients_cancel_is_cancelled_at_its_next_wait(
-    otel: Otel, anywhere: bool
+    otel: Otel, anywhere: bool, accept: str
 ) -> None:
     """The client leaves; the handler catches its cancellation and waits again, twice: it
     is cancelled again at each wait (anyio's rule, kept by the handler scope's own
@@ -588,7 +589,7 @@ async def test_a_handler_swallowing_the_clients_cancel_is_cancelled_at_its_next_
         return "never"
 
     app = mcp_app(server, otel, cancel_grace=30)
-    wire = wire_for("tools/call", {"name": "stays"}, accept=JSON)
+    wire = wire_for("tools/call", {"name": "stays"}, accept=accept)
     async with watchdog(), anyio.create_task_group() as tg:
         await leave_once_started(tg, wire, app, started, anywhere)
     assert caught == [CancelReason.CLIENT_DISCONNECT] * 2
