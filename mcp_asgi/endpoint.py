@@ -47,10 +47,10 @@ class ModernEndpoint:
             await send_empty(exchange.send, 202)
             return
         server, asgi_scope = self._server, exchange.asgi_scope
-        request = validate(asgi_scope, message, server)
+        request = validate(exchange.headers, message, server)
         listen = request.method == LISTEN
         if listen:
-            check_listen(asgi_scope, request)  # a listen stream needs SSE (406), a filter (400)
+            check_listen(exchange.headers, request)  # needs SSE (406) and a valid filter (400)
         inputs = self._inputs.begin(asgi_scope, request)  # verifies requestState (400)
         held = self._limits.hold("listen_streams", self._limits.key(asgi_scope)) if listen else None
         writer = ReplyWriter(exchange.send, "sse" if listen else exchange.mode)

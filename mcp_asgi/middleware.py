@@ -41,7 +41,7 @@ from mcp_asgi.legacy import is_legacy, is_session_request
 from mcp_asgi.lifespan import fail_startup, pass_lifespan
 from mcp_asgi.limits import TooManyRequests
 from mcp_asgi.protocol import jsonrpc
-from mcp_asgi.protocol.headers import header
+from mcp_asgi.protocol.headers import SESSION_ID, RequestHeaders
 from mcp_asgi.protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -275,28 +275,29 @@ class McpMiddleware:
                     INVALID_REQUEST,
                     "Loop Detected: a route called as a tool cannot call the MCP endpoint",
                 )
+            headers = RequestHeaders(asgi_scope["headers"])
             legacy = self._legacy
-            sessions = legacy if legacy and is_session_request(asgi_scope) else None
+            sessions = legacy if legacy and is_session_request(asgi_scope, headers) else None
             if asgi_scope["method"] != "POST" and sessions is None:
                 raise ProtocolError(
                     405, INVALID_REQUEST, "Method Not Allowed: the MCP endpoint accepts POST only"
                 )
-            if not origin_allowed(asgi_scope, self._origins):
+            if not origin_allowed(asgi_scope, headers, self._origins):
                 raise ProtocolError(403, INVALID_REQUEST, "Forbidden: Origin not allowed")
             auth = self._auth  # before the body is read: 400, 401, 403, 503
-            principal = await auth.authenticate(asgi_scope) if auth is not None else None
+            principal = await auth.authenticate(asgi_scope, headers) if auth is not None else None
             # the principal when authenticated, else the address; unused with no limit on
             client = self._limits.key(asgi_scope) if self._limits_requests else ""
             self._limits.check_rate(client)  # 429
             if sessions is not None:  # GET or DELETE of a 2025-era session
-                await sessions.serve_session(asgi_scope, receive, send)
+                await sessions.serve_session(asgi_scope, headers, receive, send)
                 return
             held = self._limits.hold("requests", client)  # 429
             body = await read_body(
-                asgi_scope, receive, self._max_body_bytes, within=self._read_timeout
+                headers, receive, self._max_body_bytes, within=self._read_timeout
             )
-            check_content_type(asgi_scope)
-            mode = negotiate(asgi_scope, self._response_mode)
+            check_content_type(headers)
+            mode = negotiate(headers, self._response_mode)
             if mode is None:
                 raise ProtocolError(
                     406,
@@ -305,30 +306,28 @@ class McpMiddleware:
                 )
             incoming = parse_post(body, self._max_json_values)
             if isinstance(incoming, IncomingReply):  # a 2025-era client's answer
-                if legacy is None or header(asgi_scope, b"mcp-session-id") is None:
+                if legacy is None or headers.first[SESSION_ID] is None:
                     raise ProtocolError(
                         400,
                         INVALID_REQUEST,
                         "Invalid Request: clients must not POST JSON-RPC responses",
                         request_id=incoming.id,
                     )
-                await legacy.serve_reply(asgi_scope, send, incoming)
+                await legacy.serve_reply(asgi_scope, headers, send, incoming)
                 return
             message = incoming
             if principal is not None and auth is not None:  # the operation's scopes: 403
                 required = self.server.required_scopes(message.method, message.params)
                 auth.authorize(principal, required, message.id)
-            endpoint: _Endpoint = (
-                legacy if legacy and is_legacy(asgi_scope, message) else self._modern
-            )
+            endpoint: _Endpoint = legacy if legacy and is_legacy(headers, message) else self._modern
             await endpoint.serve_post(
-                Exchange(asgi_scope, receive, send, body, arrived, mode, clock), message
+                Exchange(asgi_scope, headers, receive, send, body, arrived, mode, clock), message
             )
         except (ProtocolError, StoreUnavailable) as caught:  # the store: logged once by it
             error = caught if isinstance(caught, ProtocolError) else store_unavailable()
             if message is not None:  # the method was readable: a short span says why it failed
                 self._telemetry.rejected(asgi_scope, message, error)
-            headers = [(b"allow", b"POST")] if error.http_status == 405 else error.headers
+            extra = [(b"allow", b"POST")] if error.http_status == 405 else error.headers
             if isinstance(error, AuthError):
                 self._telemetry.auth_failed(error.reason)
             elif isinstance(error, TooManyRequests):
@@ -339,7 +338,7 @@ class McpMiddleware:
                 else peek_id(body, self._max_json_values)
             )
             reply = dump(jsonrpc.error_response(request_id, error))
-            await send_json(send, error.http_status, reply, headers)
+            await send_json(send, error.http_status, reply, extra)
         except ClientGone:
             await ReplyWriter(send, "json").end()
         finally:

@@ -30,7 +30,7 @@ from mcp_asgi._loggers import auth_logger as logger
 from mcp_asgi.auth.principal import PRINCIPAL_KEY, Principal, host_principal, missing_scopes
 from mcp_asgi.auth.verifications import FailureBudget, Verifications
 from mcp_asgi.auth.verifier import InvalidToken, TokenVerifier
-from mcp_asgi.protocol.headers import header
+from mcp_asgi.protocol.headers import AUTHORIZATION, RequestHeaders
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError, RequestId
 
 _TOKEN68: Final = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
@@ -136,17 +136,17 @@ class Authenticator:
             params.append(f"error_description={_quoted(description)}")
         return " ".join(["Bearer", ", ".join(params)]) if params else "Bearer"
 
-    async def authenticate(self, asgi_scope: Scope) -> Principal:
+    async def authenticate(self, asgi_scope: Scope, headers: RequestHeaders) -> Principal:
         """The request's principal, stored in the scope (`PRINCIPAL_KEY`); raises
         `AuthError` when the request must be refused."""
-        principal = await self._identify(asgi_scope)
+        principal = await self._identify(asgi_scope, headers)
         missing = missing_scopes(principal.scopes, self.required_scopes)
         if missing:
             raise self.insufficient(self.required_scopes)
         asgi_scope[PRINCIPAL_KEY] = principal
         return principal
 
-    async def _identify(self, asgi_scope: Scope) -> Principal:
+    async def _identify(self, asgi_scope: Scope, headers: RequestHeaders) -> Principal:
         query = asgi_scope.get("query_string", b"")
         if query and (b"access_token" in query or b"%" in query) and _token_in_query(query):
             description = "Send the access token in the Authorization header, never in the URL"
@@ -163,7 +163,7 @@ class Authenticator:
             if host is not None:
                 return host
         scopes = self.required_scopes
-        authorization = header(asgi_scope, b"authorization")
+        authorization = headers.text(AUTHORIZATION)
         if authorization is None or not authorization.lower().startswith("bearer"):
             raise AuthError(
                 401,

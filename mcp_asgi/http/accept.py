@@ -4,25 +4,23 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from starlette.types import Scope
-
-from mcp_asgi.protocol.headers import header
+from mcp_asgi.protocol.headers import ACCEPT, RequestHeaders
 
 ResponseMode = Literal["auto", "json", "sse"]
 
 
-def negotiate(asgi_scope: Scope, preferred: ResponseMode) -> ResponseMode | None:
+def negotiate(headers: RequestHeaders, preferred: ResponseMode) -> ResponseMode | None:
     """The reply mode the client's Accept admits; None when it admits neither (406).
 
     No Accept header, or one admitting only JSON, is answered with JSON; one admitting only
     SSE with SSE; one admitting both with the configured mode.
     """
-    value = header(asgi_scope, b"accept")
+    value = headers.first[ACCEPT]
     if value is None:
         return "json"
     admitted = _admitted.get(value)
     if admitted is None:  # parsed once per distinct header value (clients send one or two)
-        admitted = _parse(value)
+        admitted = _parse(value.decode("latin-1"))
         if len(_admitted) >= _REMEMBERED:  # a client varying it on purpose: start over
             _admitted.clear()
         _admitted[value] = admitted
@@ -37,7 +35,7 @@ def negotiate(asgi_scope: Scope, preferred: ResponseMode) -> ResponseMode | None
 
 
 _REMEMBERED: Final = 256
-_admitted: dict[str, tuple[bool, bool]] = {}
+_admitted: dict[bytes, tuple[bool, bool]] = {}
 """Accept header value -> (admits JSON, admits SSE)."""
 
 

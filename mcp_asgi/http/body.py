@@ -9,19 +9,19 @@ import math
 from collections.abc import Awaitable
 from typing import cast
 
-from starlette.types import Message, Receive, Scope
+from starlette.types import Message, Receive
 
 from mcp_asgi import _loop
-from mcp_asgi.protocol.headers import header
+from mcp_asgi.protocol.headers import CONTENT_LENGTH, CONTENT_TYPE, RequestHeaders
 from mcp_asgi.protocol.jsonrpc import INVALID_REQUEST, ProtocolError
 
 
-def check_content_type(asgi_scope: Scope) -> None:
+def check_content_type(headers: RequestHeaders) -> None:
     """415 unless the body is declared as JSON."""
-    value = header(asgi_scope, b"content-type")
-    if value == "application/json":  # as clients send it
+    value = headers.first[CONTENT_TYPE]
+    if value == b"application/json":  # as clients send it
         return
-    media_type = (value or "").split(";", 1)[0].strip().lower()
+    media_type = (value or b"").decode("latin-1").split(";", 1)[0].strip().lower()
     if media_type != "application/json":
         raise ProtocolError(
             415, INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json"
@@ -29,12 +29,12 @@ def check_content_type(asgi_scope: Scope) -> None:
 
 
 async def read_body(
-    asgi_scope: Scope, receive: Receive, limit: int, *, within: float = math.inf
+    headers: RequestHeaders, receive: Receive, limit: int, *, within: float = math.inf
 ) -> bytes:
     """The whole request body, or 413 as soon as it is known to exceed `limit` bytes, or
     408 when it has not all arrived within `within` seconds (a slow sender holds memory
     and a connection for as long as it likes otherwise)."""
-    declared = header(asgi_scope, b"content-length")
+    declared = headers.first[CONTENT_LENGTH]
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     # On asyncio the first step of receive() is taken before the time limit is set: the

@@ -4,7 +4,7 @@ The ASGI triple, the body as read, when the request arrived (and on which clock)
 reply's mode travel together from the middleware to the era's endpoint and on to the
 request's runtime::
 
-    McpMiddleware ──► Exchange(asgi_scope, receive, send, body, arrived, mode, clock)
+    McpMiddleware ──► Exchange(asgi_scope, headers, receive, send, body, arrived, mode, clock)
                   ──► ModernEndpoint.serve_post | LegacyEndpoint.serve_post ──► InFlight.open
 """
 
@@ -17,11 +17,13 @@ from starlette.types import Receive, Scope, Send
 
 from mcp_asgi._loop import Clock
 from mcp_asgi.http.accept import ResponseMode
+from mcp_asgi.protocol.headers import RequestHeaders
 
 
 @dataclass(slots=True)
 class Exchange:
-    """One POST's ASGI scope, `receive` and `send`; its `body` as read (for the handler's
+    """One POST's ASGI scope, the `headers` it is read by, `receive` and `send`; its
+    `body` as read (for the handler's
     `Request`); `arrived`, when its headers came on the loop's clock (the request's
     deadline counts from it); `mode`, how the reply is written (Accept); and `clock`, the
     event loop's clock `arrived` was read on (the request's scope reads it too).
@@ -31,6 +33,7 @@ class Exchange:
     per request, as `McpRequest` is)."""
 
     asgi_scope: Final[Scope]
+    headers: Final[RequestHeaders]
     receive: Final[Receive]
     send: Final[Send]
     body: Final[bytes]

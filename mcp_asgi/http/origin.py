@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from starlette.types import Scope
 
-from mcp_asgi.protocol.headers import header
+from mcp_asgi.protocol.headers import HOST, ORIGIN, RequestHeaders
 
 _LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.localdomain"})
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443, "ws": 80, "wss": 443}
@@ -35,16 +35,18 @@ def normalize_origin(origin: str) -> str:
     return f"{scheme}://{_netloc(host, port, _DEFAULT_PORTS.get(scheme))}"
 
 
-def origin_allowed(asgi_scope: Scope, allowed: frozenset[str]) -> bool:
+def origin_allowed(asgi_scope: Scope, headers: RequestHeaders, allowed: frozenset[str]) -> bool:
     """Whether the request's Origin (if any) may use the endpoint.
 
     `allowed` holds origins already passed through `normalize_origin`.
     """
-    origin = header(asgi_scope, b"origin")
-    if origin is None or "*" in allowed or normalize_origin(origin) in allowed:
+    if headers.first[ORIGIN] is None:  # not a browser's request (most)
+        return True
+    origin = headers.text(ORIGIN) or ""
+    if "*" in allowed or normalize_origin(origin) in allowed:
         return True
     parts = _split(origin.strip())
-    host_header = header(asgi_scope, b"host")
+    host_header = headers.text(HOST)
     if parts is None or not host_header:
         return False
     scheme, origin_host, origin_port = parts

@@ -51,7 +51,13 @@ from mcp_asgi.legacy.stream import serve_stream
 from mcp_asgi.lifecycle.armed import begins_plainly
 from mcp_asgi.lifecycle.scope import RequestScope
 from mcp_asgi.limits import ClientLimits
-from mcp_asgi.protocol.headers import header
+from mcp_asgi.protocol.headers import (
+    ACCEPT,
+    LAST_EVENT_ID,
+    PROTOCOL_VERSION,
+    SESSION_ID,
+    RequestHeaders,
+)
 from mcp_asgi.protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -144,7 +150,7 @@ class LegacyEndpoint:
         if message.method == "initialize":
             await self._initialize(exchange, message)
             return
-        session = await self._session(exchange.asgi_scope, message.id)
+        session = await self._session(exchange.asgi_scope, exchange.headers, message.id)
         if message.id is None:
             await self._notified(session, message)
             await send_empty(exchange.send, 202)
@@ -186,26 +192,30 @@ class LegacyEndpoint:
 
         await self._run(exchange, session, request, call)
 
-    async def serve_reply(self, asgi_scope: Scope, send: Send, reply: IncomingReply) -> None:
+    async def serve_reply(
+        self, asgi_scope: Scope, headers: RequestHeaders, send: Send, reply: IncomingReply
+    ) -> None:
         """A POSTed answer to one of the server's requests: handed to the handler that
         waits for it (on this replica or another), then `202 Accepted`."""
-        session = await self._session(asgi_scope, reply.id)
+        session = await self._session(asgi_scope, headers, reply.id)
         await self._replies.deliver(session.id, reply)
         await send_empty(send, 202)
 
-    async def serve_session(self, asgi_scope: Scope, receive: Receive, send: Send) -> None:
+    async def serve_session(
+        self, asgi_scope: Scope, headers: RequestHeaders, receive: Receive, send: Send
+    ) -> None:
         """GET (the session's notification stream) or DELETE (end the session)."""
-        session = await self._session(asgi_scope, None)
+        session = await self._session(asgi_scope, headers, None)
         if asgi_scope["method"] == "DELETE":
             self.sessions.close(session)
             await self.shared.close(session)  # on every replica
             await send_empty(send, 204)
             return
-        if header(asgi_scope, b"accept") is not None and negotiate(asgi_scope, "sse") != "sse":
+        if headers.first[ACCEPT] is not None and negotiate(headers, "sse") != "sse":
             raise ProtocolError(
                 406, INVALID_REQUEST, "Not Acceptable: Accept must admit text/event-stream"
             )
-        resumed = self._resumed(asgi_scope, session)  # 400: an unknown Last-Event-ID
+        resumed = self._resumed(headers, session)  # 400: an unknown Last-Event-ID
         if resumed is not None and resumed[0].kind == "r" and not await resumed[0].exists():
             raise ProtocolError(
                 404,
@@ -365,9 +375,11 @@ class LegacyEndpoint:
             outlives=not self._disconnect_cancels,
         )
 
-    def _resumed(self, asgi_scope: Scope, session: LegacySession) -> tuple[EventLog, str] | None:
+    def _resumed(
+        self, headers: RequestHeaders, session: LegacySession
+    ) -> tuple[EventLog, str] | None:
         """The log and position a GET's `Last-Event-ID` names (None: no header)."""
-        last = header(asgi_scope, b"last-event-id")
+        last = headers.text(LAST_EVENT_ID)
         if last is None:
             return None
         found = EventLog.of(self._store, session.id, last, self._log_settings)
@@ -377,8 +389,10 @@ class LegacyEndpoint:
             )
         return found
 
-    async def _session(self, asgi_scope: Scope, request_id: RequestId | None) -> LegacySession:
-        session_id = header(asgi_scope, b"mcp-session-id")
+    async def _session(
+        self, asgi_scope: Scope, headers: RequestHeaders, request_id: RequestId | None
+    ) -> LegacySession:
+        session_id = headers.text(SESSION_ID)
         if session_id is None:
             raise ProtocolError(
                 400,
@@ -397,7 +411,7 @@ class LegacyEndpoint:
                 "Not Found: unknown or expired session; initialize a new one",
                 request_id=request_id,
             )
-        version = header(asgi_scope, b"mcp-protocol-version")
+        version = headers.text(PROTOCOL_VERSION)
         if version is not None and version.strip(" \t") not in LEGACY_VERSIONS:
             raise ProtocolError(
                 400,

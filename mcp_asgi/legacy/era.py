@@ -20,7 +20,7 @@ from typing import Final
 
 from starlette.types import Scope
 
-from mcp_asgi.protocol.headers import header
+from mcp_asgi.protocol.headers import PROTOCOL_VERSION, SESSION_ID, RequestHeaders
 from mcp_asgi.protocol.message import IncomingMessage
 from mcp_asgi.protocol.request import META_VERSION_KEY
 
@@ -34,22 +34,20 @@ HTTP_METHODS: Final = frozenset({"GET", "DELETE"})
 """HTTP methods only the 2025 era has (its session's stream, and its end)."""
 
 
-def is_legacy(asgi_scope: Scope, message: IncomingMessage) -> bool:
+def is_legacy(headers: RequestHeaders, message: IncomingMessage) -> bool:
     """Whether a POSTed message belongs to the 2025 era (see the module's table)."""
     meta = message.params.get("_meta")
     if isinstance(meta, dict) and META_VERSION_KEY in meta:
         return False
     if message.method == "initialize":
         return True
-    version = header(asgi_scope, b"mcp-protocol-version")
+    version = headers.text(PROTOCOL_VERSION)
     return version is None or version.strip(" \t") in HANDSHAKE_VERSIONS
 
 
-def is_session_request(asgi_scope: Scope) -> bool:
+def is_session_request(asgi_scope: Scope, headers: RequestHeaders) -> bool:
     """Whether a GET or DELETE names a 2025-era session (else it gets 405)."""
-    return (
-        asgi_scope["method"] in HTTP_METHODS and header(asgi_scope, b"mcp-session-id") is not None
-    )
+    return asgi_scope["method"] in HTTP_METHODS and headers.first[SESSION_ID] is not None
 
 
 def negotiate_version(requested: object) -> str:

@@ -7,12 +7,16 @@ Runs the spec's validation ladder in order; the first failing step answers. Prod
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from starlette.types import Scope
-
-from mcp_asgi.protocol.headers import decode_header_value
+from mcp_asgi.protocol.headers import (
+    MCP_METHOD,
+    MCP_NAME,
+    PROTOCOL_VERSION,
+    RequestHeaders,
+    decode_header_value,
+)
 from mcp_asgi.protocol.jsonrpc import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
@@ -42,11 +46,11 @@ _LOG_LEVEL_KEY: Final = META_PREFIX + "logLevel"
 
 
 def validate(
-    asgi_scope: Scope | None, message: IncomingMessage, catalog: MethodCatalog
+    headers: RequestHeaders | None, message: IncomingMessage, catalog: MethodCatalog
 ) -> McpRequest:
     """Check a request against the 2026-07-28 rules; raise `ProtocolError` on the first failure.
 
-    `asgi_scope` is None for a transport without headers (stdio): the `_meta` envelope is
+    `headers` is None for a transport without headers (stdio): the `_meta` envelope is
     then checked alone, and no `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` or
     `Mcp-Param-*` header is expected.
     """
@@ -58,11 +62,7 @@ def validate(
     method, params = message.method, message.params
     meta = params.get("_meta")
     meta_version = meta.get(META_VERSION_KEY) if isinstance(meta, dict) else None
-    # the MCP-Protocol-Version, Mcp-Method and Mcp-Name headers, in one pass: the first
-    # value of each (`found`), and a bit (1 << its slot) for each sent more than once
-    found: list[bytes | None] = [None, None, None]
-    repeated = 0
-    if asgi_scope is None:  # stdio: the body's version is the only one
+    if headers is None:  # stdio: the body's version is the only one
         header_version = meta_version if isinstance(meta_version, str) else None
         if header_version is None:
             raise _fail(
@@ -72,21 +72,10 @@ def validate(
                 f"Invalid params: _meta.{META_VERSION_KEY} is required",
             )
     else:
-        for key, value in asgi_scope["headers"]:
-            slot = _SLOTS.get(key)
-            if slot is None:
-                if key.islower():  # as ASGI servers send names: not one of the three
-                    continue
-                slot = _SLOTS.get(key.lower())
-                if slot is None:
-                    continue
-            if found[slot] is None:
-                found[slot] = value
-            else:
-                repeated |= 1 << slot
-        if repeated & 1:
+        found, repeated = headers.first, headers.repeated
+        if repeated & _VERSION_BIT:
             raise _twice(message, "MCP-Protocol-Version")
-        raw = found[0]
+        raw = found[PROTOCOL_VERSION]
         header_version = None if raw is None else raw.decode("latin-1").strip(" \t")
     if header_version is None:
         raise _fail(
@@ -154,11 +143,11 @@ def validate(
     if not catalog.has_method(method):
         data = {"supported": list(MODERN_VERSIONS)} if method in _LEGACY_METHODS else None
         raise _fail(message, 404, METHOD_NOT_FOUND, f"Method not found: {method}", data)
-    if asgi_scope is not None:
-        raw = found[1]
+    if headers is not None:
+        raw = found[MCP_METHOD]
         # a served method's name is plain ASCII: a header that spells it passes at once
-        if repeated & 2 or raw is None or raw.decode("latin-1") != method:
-            _check_header(message, raw, repeated & 2, "Mcp-Method", method)
+        if repeated & _METHOD_BIT or raw is None or raw.decode("latin-1") != method:
+            _check_header(message, raw, repeated & _METHOD_BIT, "Mcp-Method", method)
     name_key = MCP_NAME_PARAM.get(method)
     if name_key is not None:
         value = params.get(name_key)
@@ -166,19 +155,19 @@ def validate(
             raise _fail(
                 message, 400, INVALID_PARAMS, f"Invalid params: '{name_key}' must be a string"
             )
-        if asgi_scope is not None:
-            raw = found[2]
+        if headers is not None:
+            raw = found[MCP_NAME]
             # a plain name (ASCII, no space, not `=?`) that the header spells passes at once
             if (
-                repeated & 4
+                repeated & _NAME_BIT
                 or raw is None
                 or raw.decode("latin-1") != value
                 or not (value.isascii() and value.isidentifier())
             ):
-                _check_header(message, raw, repeated & 4, "Mcp-Name", value)
+                _check_header(message, raw, repeated & _NAME_BIT, "Mcp-Name", value)
             specs = catalog.param_headers(value) if method == "tools/call" else ()
             if specs:  # the tool declares Mcp-Param-* headers
-                _check_param_headers(message, _mcp_headers(asgi_scope), specs, params)
+                _check_param_headers(message, _mcp_headers(headers.raw), specs, params)
     return McpRequest(  # positional: keywords are matched by name on every call
         request_id,
         method,
@@ -192,8 +181,9 @@ def validate(
     )
 
 
-_SLOTS: Final = {b"mcp-protocol-version": 0, b"mcp-method": 1, b"mcp-name": 2}
-"""The headers every request's validation reads, by lower-case name: their slot."""
+_VERSION_BIT: Final = 1 << PROTOCOL_VERSION
+_METHOD_BIT: Final = 1 << MCP_METHOD
+_NAME_BIT: Final = 1 << MCP_NAME
 
 
 def _fail(
@@ -209,10 +199,10 @@ def _fail(
 _Headers = dict[bytes, list[bytes]]
 
 
-def _mcp_headers(asgi_scope: Scope) -> _Headers:
+def _mcp_headers(raw: Iterable[tuple[bytes, bytes]]) -> _Headers:
     """The `Mcp-*` request headers, by lower-case name, in one pass over the headers."""
     found: _Headers = {}
-    for key, value in asgi_scope["headers"]:
+    for key, value in raw:
         if key[:1] in b"mM" and key[:4].lower() == b"mcp-":
             found.setdefault(key.lower(), []).append(value)
     return found

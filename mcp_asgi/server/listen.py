@@ -26,13 +26,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
 import anyio
-from starlette.types import Scope
 
 from mcp_asgi._loggers import subscriptions_logger as logger
 from mcp_asgi.bus.in_process import ChangeEvent, ChangeKind, InProcessBus, NotificationBus
 from mcp_asgi.http.accept import negotiate
 from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.protocol import jsonrpc
+from mcp_asgi.protocol.headers import RequestHeaders
 from mcp_asgi.protocol.jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -174,12 +174,12 @@ def final_result(subscription_id: RequestId) -> JsonObject:
     return {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: subscription_id}}
 
 
-def check_listen(asgi_scope: Scope, request: McpRequest) -> None:
+def check_listen(headers: RequestHeaders, request: McpRequest) -> None:
     """Reject, before any stream opens, a listen request that cannot be served: a client
     that accepts no SSE (406), or a malformed filter (400, -32602)."""
     if request.method != LISTEN:
         return
-    if negotiate(asgi_scope, "sse") != "sse":
+    if negotiate(headers, "sse") != "sse":
         raise ProtocolError(
             406,
             INVALID_REQUEST,

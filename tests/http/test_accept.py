@@ -4,15 +4,14 @@ the parse of each distinct value is remembered), and a bounded memory of those v
 from __future__ import annotations
 
 import pytest
-from starlette.types import Scope
 
 from mcp_asgi.http import accept
 from mcp_asgi.http.accept import ResponseMode, negotiate
+from mcp_asgi.protocol.headers import RequestHeaders
 
 
-def scope_with(value: str | None) -> Scope:
-    headers = [] if value is None else [(b"accept", value.encode("latin-1"))]
-    return {"type": "http", "headers": headers}
+def accept_header(value: str | None) -> RequestHeaders:
+    return RequestHeaders([] if value is None else [(b"accept", value.encode("latin-1"))])
 
 
 @pytest.mark.parametrize(
@@ -33,17 +32,17 @@ def scope_with(value: str | None) -> Scope:
 def test_each_accept_value_gets_its_reply_also_when_asked_again(
     value: str | None, expected: ResponseMode | None
 ) -> None:
-    assert negotiate(scope_with(value), "auto") == expected
-    assert negotiate(scope_with(value), "auto") == expected  # from memory
+    assert negotiate(accept_header(value), "auto") == expected
+    assert negotiate(accept_header(value), "auto") == expected  # from memory
 
 
 def test_the_configured_mode_answers_an_accept_that_admits_both() -> None:
-    both = scope_with("application/json, text/event-stream")
+    both = accept_header("application/json, text/event-stream")
     assert negotiate(both, "json") == "json"
     assert negotiate(both, "sse") == "sse"
 
 
 def test_a_client_varying_its_accept_cannot_grow_the_memory() -> None:
     for n in range(3 * accept._REMEMBERED):
-        assert negotiate(scope_with(f"application/json, x/v{n}"), "auto") == "json"
+        assert negotiate(accept_header(f"application/json, x/v{n}"), "auto") == "json"
     assert 0 < len(accept._admitted) <= accept._REMEMBERED

@@ -10,6 +10,7 @@ import pytest
 from mcp_asgi.legacy import SessionStore
 from mcp_asgi.legacy.era import is_session_request, negotiate_version
 from mcp_asgi.legacy.shared import SharedSessions
+from mcp_asgi.protocol.headers import RequestHeaders
 from mcp_asgi.store import MemoryStore
 
 from ..helpers import Clock
@@ -172,4 +173,5 @@ def test_version_negotiation(requested: object, answered: str) -> None:
 )
 def test_session_requests(method: str, headers: list[tuple[bytes, bytes]], expected: bool) -> None:
     """Only GET and DELETE naming a session are 2025-era session requests."""
-    assert is_session_request({"method": method, "headers": headers}) is expected
+    asgi_scope = {"method": method, "headers": headers}
+    assert is_session_request(asgi_scope, RequestHeaders.of(asgi_scope)) is expected

@@ -12,6 +12,7 @@ import pytest
 from pydantic import Field
 
 from mcp_asgi import McpMiddleware, McpServer, McpSettings
+from mcp_asgi.protocol.headers import RequestHeaders
 from mcp_asgi.protocol.jsonrpc import ProtocolError
 from mcp_asgi.protocol.message import parse_message
 from mcp_asgi.protocol.validate import validate
@@ -681,11 +682,11 @@ def test_header_names_are_read_in_any_case(
     """ASGI servers send lower-case names, but a name in another case is the same header
     (and a second one in any case is a duplicate)."""
     message = parse_message(json.dumps(tool_call()).encode(), 1000)
-    scope = {"type": "http", "headers": [(b"host", b"127.0.0.1:8000"), *headers]}
+    read = RequestHeaders([(b"host", b"127.0.0.1:8000"), *headers])
     if error is None:
-        assert validate(scope, message, build_server()).method == "tools/call"
+        assert validate(read, message, build_server()).method == "tools/call"
         return
     with pytest.raises(ProtocolError) as caught:
-        validate(scope, message, build_server())
+        validate(read, message, build_server())
     assert (caught.value.http_status, caught.value.code) == (400, MISMATCH)
     assert caught.value.message == error
