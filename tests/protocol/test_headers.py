@@ -27,7 +27,8 @@ def test_the_first_value_of_each_known_header_is_kept_by_slot() -> None:
     assert headers.first[HOST] == b"example.test"
     assert headers.first[ACCEPT] == b"application/json"
     assert headers.text(PROTOCOL_VERSION) == "2026-07-28"
-    assert headers.first[ORIGIN] is None and headers.text(ORIGIN) is None
+    assert headers.first[ORIGIN] is None
+    assert headers.text(ORIGIN) is None
     assert headers.raw is raw  # the whole list, for the Mcp-Param-* headers a tool declares
 
 
