@@ -24,11 +24,9 @@ from mcp_asgi._loop import Clock
 from mcp_asgi.http.reply import ReplyWriter
 from mcp_asgi.input.asking import Asking
 from mcp_asgi.input.rounds import InputRounds
-from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.lifecycle.outcome import ScopeObserver
 from mcp_asgi.lifecycle.scope import RequestScope
 from mcp_asgi.lifecycle.work import ThreadSlots
-from mcp_asgi.protocol.jsonrpc import JsonObject
 from mcp_asgi.protocol.request import McpRequest
 from mcp_asgi.server.context import Context
 from mcp_asgi.server.listen import LISTEN
@@ -73,18 +71,20 @@ class RequestRuntime:
         the running loop's)."""
         settings, server = self._settings, self._server
         listen = request.method == LISTEN
-        return self._scope(
+        return RequestScope(
             request,
             writer,
-            observer=observer,
             timeout=None
             if listen
             else shortest(settings.max_request_duration, server.timeout_for(request)),
+            cancel_grace=settings.cancel_grace,
             keepalive_interval=settings.keepalive_interval or 0,  # RequestScope's 0: none
+            observer=observer,
             cancel_on_disconnect=cancel_on_disconnect,
             on_server_end=server.subscriptions.server_end(request) if listen else None,
-            started=started,
             clock=clock,
+            started=started,
+            threads=self._threads,
         )
 
     def task_scope(
@@ -97,39 +97,14 @@ class RequestRuntime:
     ) -> RequestScope:
         """The scope of a task's work: its own deadline, no connection to lose, so no
         keep-alives either."""
-        return self._scope(
-            request,
-            writer,
-            observer=observer,
-            timeout=timeout,
-            keepalive_interval=0,
-            cancel_on_disconnect=False,
-        )
-
-    def _scope(
-        self,
-        request: McpRequest,
-        writer: ReplyWriter,
-        *,
-        observer: ScopeObserver,
-        timeout: float | None,
-        keepalive_interval: float,
-        cancel_on_disconnect: bool,
-        on_server_end: Callable[[CancelReason], JsonObject] | None = None,
-        started: float | None = None,
-        clock: Clock | None = None,
-    ) -> RequestScope:
         return RequestScope(
             request,
             writer,
             timeout=timeout,
             cancel_grace=self._settings.cancel_grace,
-            keepalive_interval=keepalive_interval,
+            keepalive_interval=0,
             observer=observer,
-            cancel_on_disconnect=cancel_on_disconnect,
-            on_server_end=on_server_end,
-            started=started,
-            clock=clock,
+            cancel_on_disconnect=False,
             threads=self._threads,
         )
 

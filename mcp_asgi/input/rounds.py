@@ -83,7 +83,9 @@ class InputRound(Asking):
         self._unsealed: dict[str, Any] = {}  # inputResponses that came without our state
         self._pending: dict[str, JsonObject] = {}
         self._asked = 0
-        self._load()
+        params = request.params
+        if "requestState" in params or "inputResponses" in params:  # a later round
+            self._load()
 
     async def gather(self, *questions: Awaitable[Any]) -> list[Any]:
         """Ask several questions in one round: the answers in order, or one

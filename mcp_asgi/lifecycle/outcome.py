@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import ClassVar, Literal, NamedTuple
 
 from mcp_asgi.lifecycle.cancel import CancelReason
 from mcp_asgi.protocol.jsonrpc import JsonObject, McpError
@@ -95,7 +95,21 @@ class ScopeObserver:
     The base class does nothing. `side_effect` may be called from a worker thread; the
     others run on the event loop. `ended` is called exactly once; `orphan_exited` follows
     it when the outcome was `orphaned` and the work finally returned.
+
+    A request's scope calls only what a subclass overrides where nothing else needs the
+    call (`activates`, `observes_signal`, `observes_end`: worked out once a class, not once
+    a request).
     """
+
+    activates: ClassVar[bool] = False
+    observes_signal: ClassVar[bool] = False
+    observes_end: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.activates = cls.activate is not ScopeObserver.activate
+        cls.observes_signal = cls.signalled is not ScopeObserver.signalled
+        cls.observes_end = cls.ended is not ScopeObserver.ended
 
     def activate(self) -> AbstractContextManager[None]:
         """A context the handler runs in (e.g. its span made current)."""

@@ -109,7 +109,6 @@ class RequestScope:
 
     __slots__ = (
         "__weakref__",
-        "_activates",
         "_armed",
         "_cancel_grace",
         "_cancel_on_disconnect",
@@ -123,8 +122,6 @@ class RequestScope:
         "_keepalive_interval",
         "_lock",
         "_observer",
-        "_observes_end",
-        "_observes_signal",
         "_on_server_end",
         "_outcome",
         "_over",
@@ -174,9 +171,6 @@ class RequestScope:
         self._timeout = timeout
         self._deadline = math.inf if timeout is None else self._started + timeout
         self._observer = observer
-        self._observes_end = type(observer).ended is not ScopeObserver.ended
-        self._observes_signal = type(observer).signalled is not ScopeObserver.signalled
-        self._activates = type(observer).activate is not ScopeObserver.activate
         self._cancel_grace = cancel_grace
         self._cancel_on_disconnect = cancel_on_disconnect
         self._on_server_end = on_server_end
@@ -321,7 +315,7 @@ class RequestScope:
         else:
             self._handler_scope.cancel()
             self._stop_watching()
-        if self._observes_signal:  # else no record to make (no SDK)
+        if self._observer.observes_signal:  # else no record to make (no SDK)
             self._tell(self._observer.signalled)
         return True
 
@@ -424,7 +418,7 @@ class RequestScope:
             activation = None
             try:
                 with self._handler_scope:
-                    if self._activates:
+                    if self._observer.activates:
                         activation = self._observer.activate()
                         activation.__enter__()
                     try:
@@ -760,7 +754,7 @@ class RequestScope:
         self._phase = _ENDED
         if self._reason is not None and self._outcome is None:
             self._outcome = "orphaned" if self._work.running else "exited"
-        if not self._observes_end and (  # the common case without an SDK
+        if not self._observer.observes_end and (  # the common case without an SDK
             self._reason is None
             or not listens(signalled_after(self._side_effects, self._signalled_at))
         ):

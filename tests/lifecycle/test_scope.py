@@ -314,7 +314,7 @@ async def test_an_observer_failing_to_activate_still_counts_the_handler_out() ->
             raise RuntimeError("broken")
 
     scope = request_scope(wire.send)
-    scope._observer, scope._activates = Failing(), True
+    scope._observer = Failing()
 
     async def handler() -> JsonObject:
         return {"content": []}
