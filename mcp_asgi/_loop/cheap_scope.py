@@ -101,7 +101,9 @@ class CheapScope(_AsyncioScope):
             or self._timeout_handle is not None  # (a deadline set while it was in)
             or state is None
             or state.cancel_scope is not self
-            or _task_of(_running_loop()) is not task
+            # left in the task it was entered in: that task is its loop's running one (its
+            # loop asked of the task, not of the thread: no getpid() a request)
+            or _task_of(task.get_loop()) is not task
         ):
             self._state = None
             return super().__exit__(exc_type, exc_val, exc_tb)

@@ -500,3 +500,21 @@ def test_a_loop_run_by_another_thread_keeps_its_retries() -> None:
             task.cancel()
         loop.run_until_complete(asyncio.sleep(0.01))
         loop.close()
+
+
+@pytest.mark.parametrize("maker", MAKERS)
+async def test_left_in_another_task_it_raises_as_anyio_does(maker: str) -> None:
+    """Left by a task other than the one that entered it (on the same loop: the entering
+    task is not its loop's running one then), it refuses as anyio's own scope does."""
+    scope = MAKERS[maker]()
+    scope.__enter__()
+    try:
+
+        async def leave() -> None:
+            scope.__exit__(None, None, None)
+
+        with pytest.raises(RuntimeError, match="different task"):
+            await asyncio.get_running_loop().create_task(leave())
+    finally:
+        scope.__exit__(None, None, None)
+    assert current_scope() is None
