@@ -52,6 +52,7 @@ class InFlight:
             observer=self._telemetry.begin(asgi_scope, request),
             started=exchange.arrived,
             clock=exchange.clock,
+            task=exchange.task,
             cancel_on_disconnect=cancel_on_disconnect,
         )
         ctx = runtime.context(

@@ -29,7 +29,7 @@ from opentelemetry import metrics, trace
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_asgi._loggers import root_logger as logger
-from mcp_asgi._loop import loop_clock
+from mcp_asgi._loop import native_task, task_clock
 from mcp_asgi.auth.guard import AuthError
 from mcp_asgi.auth.verifier import TokenVerifier
 from mcp_asgi.http.accept import negotiate
@@ -266,7 +266,8 @@ class McpMiddleware:
         message: IncomingMessage | None = None
         body: bytes | None = None
         held = None
-        clock = loop_clock()  # the request's scope reads it too (through the Exchange)
+        task = native_task()  # the request's own task (asyncio, 3.11+), asked once
+        clock = task_clock(task)  # the request's scope reads it too (through the Exchange)
         arrived = clock()  # the request's deadline counts from here, body included
         try:
             if asgi_scope.get(ROUTE_CALL_KEY):  # a route called as a tool (AppRoutes)
@@ -294,7 +295,7 @@ class McpMiddleware:
                 return
             held = self._limits.hold("requests", client)  # 429
             body = await read_body(
-                headers, receive, self._max_body_bytes, within=self._read_timeout
+                headers, receive, self._max_body_bytes, within=self._read_timeout, task=task
             )
             check_content_type(headers)
             mode = negotiate(headers, self._response_mode)
@@ -321,7 +322,8 @@ class McpMiddleware:
                 auth.authorize(principal, required, message.id)
             endpoint: _Endpoint = legacy if legacy and is_legacy(headers, message) else self._modern
             await endpoint.serve_post(
-                Exchange(asgi_scope, headers, receive, send, body, arrived, mode, clock), message
+                Exchange(asgi_scope, headers, receive, send, body, arrived, mode, clock, task),
+                message,
             )
         except (ProtocolError, StoreUnavailable) as caught:  # the store: logged once by it
             error = caught if isinstance(caught, ProtocolError) else store_unavailable()

@@ -16,6 +16,7 @@ too (`result_options`, `input_rounds`), for the same reason.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
 from starlette.types import Scope
@@ -62,13 +63,15 @@ class RequestRuntime:
         observer: ScopeObserver,
         started: float | None = None,
         clock: Clock | None = None,
+        task: asyncio.Task[object] | None = None,
         cancel_on_disconnect: bool = True,
     ) -> RequestScope:
         """A request's scope: its deadline (`max_request_duration` or the tool's own; none
         for a listen stream, which the server ends gracefully instead), grace period,
         keep-alives and thread slots. `started` (on the loop's clock, default now) is when
         it arrived: the deadline counts from it; `clock` the clock it was read on (default
-        the running loop's)."""
+        the running loop's); `task` the task it will run in, where the caller has it
+        (`native_task()`; default: asked when needed)."""
         settings, server = self._settings, self._server
         listen = request.method == LISTEN
         return RequestScope(
@@ -85,6 +88,7 @@ class RequestRuntime:
             clock=clock,
             started=started,
             threads=self._threads,
+            task=task,
         )
 
     def task_scope(

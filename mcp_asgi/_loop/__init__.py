@@ -21,7 +21,8 @@ lifespan, asyncio only).
                 watcher beside its handler),
                 checkpoint (anyio's, without its backend lookup on asyncio)
     threads     run_in_thread: the worker threads of sync handlers (a pool on asyncio)
-    clock       loop_clock: the running loop's clock, callable from threads
+    clock       loop_clock: the running loop's clock, callable from threads; task_clock:
+                the clock of a task's loop (asked of the task)
     line        Line: places taken first come, first served (plain anyio)
 
 Each fast path has a plain-anyio twin, taken on trio and wherever the switch is on; the
@@ -34,7 +35,7 @@ Imports nothing else from mcp_asgi.
 """
 
 from mcp_asgi._loop.cheap_scope import cheap_scope
-from mcp_asgi._loop.clock import Clock, loop_clock
+from mcp_asgi._loop.clock import Clock, loop_clock, task_clock
 from mcp_asgi._loop.current import (
     asyncio_task,
     cancel_from_outside,
@@ -94,6 +95,7 @@ __all__ = [
     "ready",
     "run_in_thread",
     "sent_from_within",
+    "task_clock",
     "use_plain_anyio",
     "within",
     "within_after_first_step",

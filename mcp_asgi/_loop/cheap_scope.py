@@ -238,10 +238,11 @@ _PENDING = _Pending()
 _redeliveries = _Redeliveries()
 
 
-def cheap_scope() -> anyio.CancelScope:
+def cheap_scope(task: asyncio.Task[object] | None = None) -> anyio.CancelScope:
     """A new cancel scope with no deadline and no shield: a `CheapScope` on asyncio
-    (3.11+), elsewhere the loop's own."""
-    if native_task() is None:
+    (3.11+), elsewhere the loop's own. `task`: the running task (`native_task()`), where
+    the caller has it; None: asked here."""
+    if task is None and native_task() is None:
         return new_cancel_scope()
     scope: CheapScope = _new(CheapScope)
     scope._deadline = math.inf

@@ -37,6 +37,16 @@ def loop_clock() -> Clock:
     return loop.time
 
 
+def task_clock(task: asyncio.Task[object] | None) -> Clock:
+    """The clock of the loop `task` runs on, asked of the task (a request's own task, as
+    `native_task()` or `asyncio_task()` gave it: no second look-up of the running loop);
+    without one (trio, the plain-anyio path, Python 3.10), `loop_clock()`."""
+    if task is None:
+        return loop_clock()
+    loop = task.get_loop()
+    return time.monotonic if type(loop).time is _ASYNCIO_TIME else loop.time
+
+
 def _trio_clock() -> Clock:
     import trio  # anyio runs on asyncio or trio; trio is imported only when it is the loop
 

@@ -5,6 +5,7 @@ Knows nothing about methods or handlers; produces a read-only `IncomingMessage`.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Awaitable
 from typing import cast
@@ -29,18 +30,24 @@ def check_content_type(headers: RequestHeaders) -> None:
 
 
 async def read_body(
-    headers: RequestHeaders, receive: Receive, limit: int, *, within: float = math.inf
+    headers: RequestHeaders,
+    receive: Receive,
+    limit: int,
+    *,
+    within: float = math.inf,
+    task: asyncio.Task[object] | None,
 ) -> bytes:
     """The whole request body, or 413 as soon as it is known to exceed `limit` bytes, or
     408 when it has not all arrived within `within` seconds (a slow sender holds memory
-    and a connection for as long as it likes otherwise)."""
+    and a connection for as long as it likes otherwise). `task` is the request's own task
+    where anyio's cancellation is asyncio's (`native_task()`), else None."""
     declared = headers.first[CONTENT_LENGTH]
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     # On asyncio the first step of receive() is taken before the time limit is set: the
     # whole body is there already for most requests, and then no limit is needed. Not
     # elsewhere: a cancel scope that step entered would be left inside the limit's scope.
-    first = _loop.at_once(receive()) if _loop.native_task() is not None else receive()
+    first = _loop.at_once(receive()) if task is not None else receive()
     if isinstance(first, dict) and not first.get("more_body", False):
         return _whole(first, limit)
     body = await _loop.within(within, _read, receive, limit, first)

@@ -4,12 +4,13 @@ The ASGI triple, the body as read, when the request arrived (and on which clock)
 reply's mode travel together from the middleware to the era's endpoint and on to the
 request's runtime::
 
-    McpMiddleware ──► Exchange(asgi_scope, headers, receive, send, body, arrived, mode, clock)
+    McpMiddleware ──► Exchange(asgi_scope, headers, receive, send, body, arrived, mode, clock, task)
                   ──► ModernEndpoint.serve_post | LegacyEndpoint.serve_post ──► InFlight.open
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Final
 
@@ -26,7 +27,9 @@ class Exchange:
     `body` as read (for the handler's
     `Request`); `arrived`, when its headers came on the loop's clock (the request's
     deadline counts from it); `mode`, how the reply is written (Accept); and `clock`, the
-    event loop's clock `arrived` was read on (the request's scope reads it too).
+    event loop's clock `arrived` was read on (the request's scope reads it too); `task`,
+    the request's own task where anyio's cancellation is asyncio's (`native_task()`: the
+    request is run in it), else None.
 
     Read-only: every field is `Final`, which the type checker enforces (not a frozen
     dataclass, whose `__init__` sets each field through `object.__setattr__`: one is made
@@ -40,3 +43,4 @@ class Exchange:
     arrived: Final[float]
     mode: Final[ResponseMode]
     clock: Final[Clock]
+    task: Final[asyncio.Task[object] | None]

@@ -68,12 +68,19 @@ class Steps(Protocol):
     def finish(self) -> None: ...
 
 
-def run(steps: Steps, receive: Receive, call: Call, args: Args = ()) -> Coroutine[Any, Any, None]:
+def run(
+    steps: Steps,
+    receive: Receive,
+    call: Call,
+    args: Args = (),
+    task: asyncio.Task[object] | None = None,
+) -> Coroutine[Any, Any, None]:
     """`await run(...)`: run the handler (`call(*args)`) and watch the request until the
     handler exits (or is orphaned); a failure of the watcher stops the handler and is
     raised; `steps.finish()` however it ended. Hands back the coroutine of the loop's way
-    (no frame of its own held while the request waits)."""
-    if asyncio_task() is not None:  # (`on_asyncio()`, written out)
+    (no frame of its own held while the request waits). `task`: the running task, where
+    the caller has it (`native_task()`); None: asked here."""
+    if task is not None or asyncio_task() is not None:  # (`on_asyncio()`, written out)
         return _run_in_request_task(steps, receive, call, args)
     return _run_beside(steps, receive, call, args)
 

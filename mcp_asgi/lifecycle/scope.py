@@ -132,6 +132,7 @@ class RequestScope:
         "_side_effects",
         "_signalled_at",
         "_started",
+        "_task",
         "_timeout",
         "_token",
         "_unclaimed",
@@ -156,13 +157,16 @@ class RequestScope:
         clock: Clock | None = None,
         started: float | None = None,
         threads: ThreadSlots | None = None,
+        task: asyncio.Task[object] | None = None,
     ) -> None:
         """`on_server_end`, when given, makes the final message sent when the server ends
         the request (timeout, shutdown) instead of the JSON-RPC error; a listen stream
         ends with its `subscriptions/listen` result this way. `clock` defaults to the
         running event loop's: deadlines are absolute times on it. `started` (on that clock,
         default now) is when the request arrived: the deadline counts from it. `threads`
-        bounds the worker threads of the endpoint's sync handlers."""
+        bounds the worker threads of the endpoint's sync handlers. `task` is the task `run`
+        will be called in, where the caller has it (`native_task()`); None: asked when
+        needed."""
         self._request = request
         self._writer = writer
         self._token: CancelToken | None = None  # made when asked for (most never are)
@@ -189,7 +193,8 @@ class RequestScope:
         self._phase = _RUNNING
         self._over: LazyEvent | None = None  # run() has returned: made by a wait for it
         self._work = RunningWork(self, threads)
-        self._handler_scope = cheap_scope()
+        self._task = task
+        self._handler_scope = cheap_scope(task)
         self._keepalive_interval = keepalive_interval
         self._watcher: Watcher | None = None  # made when it first watches (most never do)
         self._unwatched = False  # stopped before the watcher was made
@@ -394,7 +399,7 @@ class RequestScope:
         token) before its own cancellation arrives, the reply gets its error, the grace
         period is waited out, and the cancellation propagates (`lifecycle.runner`).
         """
-        return runner.run(self, receive, call, args)
+        return runner.run(self, receive, call, args, self._task)
 
     async def handle(
         self,

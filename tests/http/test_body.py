@@ -8,6 +8,7 @@ import anyio
 import pytest
 from starlette.types import Message, Receive
 
+from mcp_asgi._loop import native_task
 from mcp_asgi.http.body import ClientGone, read_body
 from mcp_asgi.protocol.headers import RequestHeaders
 from mcp_asgi.protocol.jsonrpc import ProtocolError
@@ -35,13 +36,13 @@ def chunks(*parts: bytes, then_wait: bool = False) -> tuple[anyio.Event, Receive
 
 async def test_a_body_in_time_is_read_whole() -> None:
     _, receive = chunks(b"ab", b"cd")
-    assert await read_body(HEADERS, receive, 100, within=5.0) == b"abcd"
+    assert await read_body(HEADERS, receive, 100, within=5.0, task=native_task()) == b"abcd"
 
 
 async def test_a_body_not_in_time_is_408_saying_how_long() -> None:
     _, receive = chunks(b"ab", then_wait=True)
     with pytest.raises(ProtocolError) as caught:
-        await read_body(HEADERS, receive, 100, within=0.05)
+        await read_body(HEADERS, receive, 100, within=0.05, task=native_task())
     assert caught.value.http_status == 408
     assert "0.05 seconds" in str(caught.value)
     assert (b"connection", b"close") in caught.value.headers
@@ -50,14 +51,14 @@ async def test_a_body_not_in_time_is_408_saying_how_long() -> None:
 
 async def test_the_timer_is_gone_once_the_body_is_read() -> None:
     _, receive = chunks(b"abcd")
-    assert await read_body(HEADERS, receive, 100, within=0.02) == b"abcd"
+    assert await read_body(HEADERS, receive, 100, within=0.02, task=native_task()) == b"abcd"
     await anyio.sleep(0.05)  # a timer left armed would cancel this
 
 
 async def test_a_cancellation_from_outside_passes_through() -> None:
     _, receive = chunks(b"ab", then_wait=True)
     with anyio.move_on_after(0.05) as outer:
-        await read_body(HEADERS, receive, 100, within=5.0)
+        await read_body(HEADERS, receive, 100, within=5.0, task=native_task())
     assert outer.cancelled_caught
 
 
@@ -66,7 +67,7 @@ async def test_after_the_timers_408_outer_scopes_still_cancel() -> None:
     with anyio.CancelScope() as outer:
         outer.deadline = anyio.current_time() + 0.1
         with pytest.raises(ProtocolError):  # the timer's 408 …
-            await read_body(HEADERS, receive, 100, within=0.05)
+            await read_body(HEADERS, receive, 100, within=0.05, task=native_task())
         await anyio.sleep(5)  # … and the outer scope's cancellation still arrives
     assert outer.cancelled_caught
 
@@ -75,7 +76,7 @@ async def test_a_disconnect_before_the_end_is_client_gone() -> None:
     gate, receive = chunks(b"ab", then_wait=True)
     gate.set()
     with pytest.raises(ClientGone):
-        await read_body(HEADERS, receive, 100, within=5.0)
+        await read_body(HEADERS, receive, 100, within=5.0, task=native_task())
 
 
 def late(body: bytes, after: float) -> Receive:
@@ -89,20 +90,23 @@ def late(body: bytes, after: float) -> Receive:
 
 
 async def test_a_body_that_arrives_late_but_in_time_is_read_whole() -> None:
-    assert await read_body(HEADERS, late(b"abcd", 0.02), 100, within=5.0) == b"abcd"
+    assert (
+        await read_body(HEADERS, late(b"abcd", 0.02), 100, within=5.0, task=native_task())
+        == b"abcd"
+    )
 
 
 async def test_a_first_message_that_never_comes_is_408() -> None:
     # the read's first step waits: the rest of it is under the time limit
     with pytest.raises(ProtocolError) as caught:
-        await read_body(HEADERS, late(b"abcd", 5.0), 100, within=0.05)
+        await read_body(HEADERS, late(b"abcd", 5.0), 100, within=0.05, task=native_task())
     assert caught.value.http_status == 408
 
 
 async def test_a_body_there_at_once_over_the_limit_is_413() -> None:
     _, receive = chunks(b"abcdef")
     with pytest.raises(ProtocolError) as caught:
-        await read_body(RequestHeaders([]), receive, 4, within=5.0)
+        await read_body(RequestHeaders([]), receive, 4, within=5.0, task=native_task())
     assert caught.value.http_status == 413
 
 
@@ -117,6 +121,6 @@ async def test_a_cancellation_while_waiting_for_the_first_message_reaches_receiv
         raise AssertionError("not reached")
 
     with anyio.move_on_after(0.05) as outer:
-        await read_body(HEADERS, receive, 100, within=5.0)
+        await read_body(HEADERS, receive, 100, within=5.0, task=native_task())
     assert outer.cancelled_caught
     assert cleaned == [True]
