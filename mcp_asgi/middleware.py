@@ -145,7 +145,12 @@ class McpMiddleware:
     async def __call__(self, asgi_scope: Scope, receive: Receive, send: Send) -> None:
         """Serve an HTTP request to the MCP path; run the server's bus around a lifespan
         (and cancel what is in flight at its shutdown); pass everything else to the app."""
-        if asgi_scope["type"] == "http" and _route_path(asgi_scope) in self._paths:
+        # (the path under root_path's prefix: with no root_path, the path, without a call)
+        if (
+            asgi_scope["type"] == "http"
+            and (_route_path(asgi_scope) if asgi_scope.get("root_path") else asgi_scope["path"])
+            in self._paths
+        ):
             self._wiring.attach_bus()
             if not self._lifespan_started:
                 self._warn_without_lifespan()

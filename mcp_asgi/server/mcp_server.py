@@ -460,7 +460,8 @@ class McpServer:
         """The tool's own timeout, if the request calls a tool that has one."""
         if request.method == "tools/call":
             name = str(request.params.get("name"))
-            return self._registry.timeout_of(name)
+            tool = self._registry.tools.get(name)  # (`Registry.timeout_of`'s common case)
+            return tool.timeout if tool is not None else self._registry.timeout_of(name)
         return None
 
     # -- authorization ---------------------------------------------------------------
