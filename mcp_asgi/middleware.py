@@ -157,7 +157,7 @@ class McpMiddleware:
             if self._inflight.draining:  # 503: retry soon, on another replica
                 await send_json(send, 503, _SHUTTING_DOWN, [(b"retry-after", b"1")])
                 return
-            await self._serve_guarded(asgi_scope, receive, send)
+            await self._serve(asgi_scope, receive, send)
         elif asgi_scope["type"] == "lifespan":
             await self._lifespan(asgi_scope, receive, send)
         elif (
@@ -246,111 +246,115 @@ class McpMiddleware:
         ends `failed`, saying the server shut down)."""
         await self._wiring.shutdown()
 
-    async def _serve_guarded(self, asgi_scope: Scope, receive: Receive, send: Send) -> None:
-        """Serve one request; a bug of ours becomes a logged -32603 (HTTP 500 if nothing was
-        sent yet), never an exception in the host app."""
+    async def _serve(self, asgi_scope: Scope, receive: Receive, asgi_send: Send) -> None:
+        """The checks every request passes, then the era's endpoint; every rejection is
+        answered here with its HTTP status and a JSON-RPC error. A bug of ours becomes a
+        logged -32603 (HTTP 500 if nothing was sent yet), never an exception in the host
+        app."""
         started = False
 
-        def send_tracking_start(message: Message) -> Awaitable[None]:
-            # a plain call handing back the server's awaitable: no coroutine of its own
+        def send(message: Message) -> Awaitable[None]:
+            # the server's `send`, noting the response's start: a plain call handing back
+            # the server's awaitable (no coroutine of its own)
             nonlocal started
             started = started or message["type"] == "http.response.start"
-            return send(message)
+            return asgi_send(message)
 
-        try:
-            await self._serve(asgi_scope, receive, send_tracking_start)
-        except Exception:
-            logger.exception("internal error while serving an MCP request")
-            if not started:
-                error = jsonrpc.McpError(jsonrpc.INTERNAL_ERROR, "Internal error")
-                await send_json(send, 500, dump(jsonrpc.error_response(None, error)), [])
-
-    async def _serve(self, asgi_scope: Scope, receive: Receive, send: Send) -> None:
-        """The checks every request passes, then the era's endpoint; every rejection is
-        answered here with its HTTP status and a JSON-RPC error."""
         message: IncomingMessage | None = None
         body: bytes | None = None
         held = None
-        task = native_task()  # the request's own task (asyncio, 3.11+), asked once
-        clock = task_clock(task)  # the request's scope reads it too (through the Exchange)
-        arrived = clock()  # the request's deadline counts from here, body included
         try:
-            if asgi_scope.get(ROUTE_CALL_KEY):  # a route called as a tool (AppRoutes)
-                raise ProtocolError(
-                    508,
-                    INVALID_REQUEST,
-                    "Loop Detected: a route called as a tool cannot call the MCP endpoint",
-                )
-            headers = RequestHeaders(asgi_scope["headers"])
-            legacy = self._legacy
-            sessions = legacy if legacy and is_session_request(asgi_scope, headers) else None
-            if asgi_scope["method"] != "POST" and sessions is None:
-                raise ProtocolError(
-                    405, INVALID_REQUEST, "Method Not Allowed: the MCP endpoint accepts POST only"
-                )
-            if not origin_allowed(asgi_scope, headers, self._origins):
-                raise ProtocolError(403, INVALID_REQUEST, "Forbidden: Origin not allowed")
-            auth = self._auth  # before the body is read: 400, 401, 403, 503
-            principal = await auth.authenticate(asgi_scope, headers) if auth is not None else None
-            # the principal when authenticated, else the address; unused with no limit on
-            client = self._limits.key(asgi_scope) if self._limits_requests else ""
-            self._limits.check_rate(client)  # 429
-            if sessions is not None:  # GET or DELETE of a 2025-era session
-                await sessions.serve_session(asgi_scope, headers, receive, send)
-                return
-            held = self._limits.hold("requests", client)  # 429
-            body = await read_body(
-                headers, receive, self._max_body_bytes, within=self._read_timeout, task=task
-            )
-            check_content_type(headers)
-            mode = negotiate(headers, self._response_mode)
-            if mode is None:
-                raise ProtocolError(
-                    406,
-                    INVALID_REQUEST,
-                    "Not Acceptable: Accept must admit application/json or text/event-stream",
-                )
-            incoming = parse_post(body, self._max_json_values)
-            if isinstance(incoming, IncomingReply):  # a 2025-era client's answer
-                if legacy is None or headers.first[SESSION_ID] is None:
+            task = native_task()  # the request's own task (asyncio, 3.11+), asked once
+            clock = task_clock(task)  # the request's scope reads it too (via the Exchange)
+            arrived = clock()  # the request's deadline counts from here, body included
+            try:
+                if asgi_scope.get(ROUTE_CALL_KEY):  # a route called as a tool (AppRoutes)
                     raise ProtocolError(
-                        400,
+                        508,
                         INVALID_REQUEST,
-                        "Invalid Request: clients must not POST JSON-RPC responses",
-                        request_id=incoming.id,
+                        "Loop Detected: a route called as a tool cannot call the MCP endpoint",
                     )
-                await legacy.serve_reply(asgi_scope, headers, send, incoming)
-                return
-            message = incoming
-            if principal is not None and auth is not None:  # the operation's scopes: 403
-                required = self.server.required_scopes(message.method, message.params)
-                auth.authorize(principal, required, message.id)
-            endpoint: _Endpoint = legacy if legacy and is_legacy(headers, message) else self._modern
-            await endpoint.serve_post(
-                Exchange(asgi_scope, headers, receive, send, body, arrived, mode, clock, task),
-                message,
-            )
-        except (ProtocolError, StoreUnavailable) as caught:  # the store: logged once by it
-            error = caught if isinstance(caught, ProtocolError) else store_unavailable()
-            if message is not None:  # the method was readable: a short span says why it failed
-                self._telemetry.rejected(asgi_scope, message, error)
-            extra = [(b"allow", b"POST")] if error.http_status == 405 else error.headers
-            if isinstance(error, AuthError):
-                self._telemetry.auth_failed(error.reason)
-            elif isinstance(error, TooManyRequests):
-                self._telemetry.limited(error.limit)
-            request_id = (
-                error.request_id
-                if error.request_id is not None
-                else peek_id(body, self._max_json_values)
-            )
-            reply = dump(jsonrpc.error_response(request_id, error))
-            await send_json(send, error.http_status, reply, extra)
-        except ClientGone:
-            await ReplyWriter(send, "json").end()
-        finally:
-            if held is not None:
-                held.release()
+                headers = RequestHeaders(asgi_scope["headers"])
+                legacy = self._legacy
+                sessions = legacy if legacy and is_session_request(asgi_scope, headers) else None
+                if asgi_scope["method"] != "POST" and sessions is None:
+                    raise ProtocolError(
+                        405,
+                        INVALID_REQUEST,
+                        "Method Not Allowed: the MCP endpoint accepts POST only",
+                    )
+                if not origin_allowed(asgi_scope, headers, self._origins):
+                    raise ProtocolError(403, INVALID_REQUEST, "Forbidden: Origin not allowed")
+                auth = self._auth  # before the body is read: 400, 401, 403, 503
+                principal = (
+                    await auth.authenticate(asgi_scope, headers) if auth is not None else None
+                )
+                # the principal when authenticated, else the address; unused with no limit on
+                client = self._limits.key(asgi_scope) if self._limits_requests else ""
+                self._limits.check_rate(client)  # 429
+                if sessions is not None:  # GET or DELETE of a 2025-era session
+                    await sessions.serve_session(asgi_scope, headers, receive, send)
+                    return
+                held = self._limits.hold("requests", client)  # 429
+                body = await read_body(
+                    headers, receive, self._max_body_bytes, within=self._read_timeout, task=task
+                )
+                check_content_type(headers)
+                mode = negotiate(headers, self._response_mode)
+                if mode is None:
+                    raise ProtocolError(
+                        406,
+                        INVALID_REQUEST,
+                        "Not Acceptable: Accept must admit application/json or text/event-stream",
+                    )
+                incoming = parse_post(body, self._max_json_values)
+                if isinstance(incoming, IncomingReply):  # a 2025-era client's answer
+                    if legacy is None or headers.first[SESSION_ID] is None:
+                        raise ProtocolError(
+                            400,
+                            INVALID_REQUEST,
+                            "Invalid Request: clients must not POST JSON-RPC responses",
+                            request_id=incoming.id,
+                        )
+                    await legacy.serve_reply(asgi_scope, headers, send, incoming)
+                    return
+                message = incoming
+                if principal is not None and auth is not None:  # the operation's scopes: 403
+                    required = self.server.required_scopes(message.method, message.params)
+                    auth.authorize(principal, required, message.id)
+                endpoint: _Endpoint = (
+                    legacy if legacy and is_legacy(headers, message) else self._modern
+                )
+                await endpoint.serve_post(
+                    Exchange(asgi_scope, headers, receive, send, body, arrived, mode, clock, task),
+                    message,
+                )
+            except (ProtocolError, StoreUnavailable) as caught:  # the store: logged once by it
+                error = caught if isinstance(caught, ProtocolError) else store_unavailable()
+                if message is not None:  # the method was readable: a short span says why it failed
+                    self._telemetry.rejected(asgi_scope, message, error)
+                extra = [(b"allow", b"POST")] if error.http_status == 405 else error.headers
+                if isinstance(error, AuthError):
+                    self._telemetry.auth_failed(error.reason)
+                elif isinstance(error, TooManyRequests):
+                    self._telemetry.limited(error.limit)
+                request_id = (
+                    error.request_id
+                    if error.request_id is not None
+                    else peek_id(body, self._max_json_values)
+                )
+                reply = dump(jsonrpc.error_response(request_id, error))
+                await send_json(send, error.http_status, reply, extra)
+            except ClientGone:
+                await ReplyWriter(send, "json").end()
+            finally:
+                if held is not None:
+                    held.release()
+        except Exception:
+            logger.exception("internal error while serving an MCP request")
+            if not started:
+                internal = jsonrpc.McpError(jsonrpc.INTERNAL_ERROR, "Internal error")
+                await send_json(asgi_send, 500, dump(jsonrpc.error_response(None, internal)), [])
 
 
 _SHUTTING_DOWN = dump(
