@@ -120,7 +120,6 @@ class RequestScope:
         "_graced",
         "_handler_scope",
         "_keepalive_interval",
-        "_lock",
         "_observer",
         "_on_server_end",
         "_outcome",
@@ -184,12 +183,11 @@ class RequestScope:
         self._signalled_at: float | None = None
         self._exited_at: float | None = None
         self._outcome: Outcome | None = None
-        self._side_effects: list[SideEffect] = []
+        self._side_effects: tuple[SideEffect, ...] = ()  # (a list made per request, else)
         self._error: McpError | None = None
         self._exception: BaseException | None = None
         self._result: JsonObject | None = None
         # how far it got
-        self._lock = _SIGNALS
         self._phase = _RUNNING
         self._over: LazyEvent | None = None  # run() has returned: made by a wait for it
         self._work = RunningWork(self, threads)
@@ -217,7 +215,7 @@ class RequestScope:
         first ask, already set if the request is cancelled by then). Thread-safe."""
         token = self._token
         if token is None:
-            with self._lock:  # against a signal, and a thread asking at the same time
+            with _SIGNALS:  # against a signal, and a thread asking at the same time
                 token = self._token
                 if token is None:
                     token = self._token = CancelToken()
@@ -283,7 +281,7 @@ class RequestScope:
             signalled_at=self._signalled_at,
             exited_at=self._exited_at,
             outcome=self._outcome,
-            side_effects=tuple(self._side_effects),
+            side_effects=self._side_effects,
             error=replaced if replaced is not None else self._error,
             exception=self._exception,
             result=self._result,
@@ -300,7 +298,7 @@ class RequestScope:
         """`cancel`; `from_watcher`: called by the watcher, whose task runs nothing inside
         the handler's scope (`_loop.cancel_from_outside`), and which needs no stop; `at`:
         when the signal came, if before now (on the request's clock)."""
-        with self._lock:
+        with _SIGNALS:
             accepted = self._reason is None and self._phase < _ANSWERING
             if accepted:
                 self._reason = reason
@@ -327,11 +325,11 @@ class RequestScope:
     def mark_side_effect(self, name: str, idempotency_key: str | None) -> SideEffect:
         """Record an irreversible step; raises `RequestCancelled` if the request is already
         cancelled, so a step is never started after the signal. Thread-safe."""
-        with self._lock:
+        with _SIGNALS:
             if self._reason is not None:
                 raise RequestCancelled(self._reason)
             effect = SideEffect(name, idempotency_key, self._clock())
-            self._side_effects.append(effect)
+            self._side_effects = (*self._side_effects, effect)
         self._tell(lambda record: self._observer.side_effect(record, effect))
         return effect
 

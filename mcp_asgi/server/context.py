@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -69,7 +70,7 @@ class Context:
         self._start_task = start_task
         self._inputs = inputs
         self._last_progress: float | None = None
-        self._last_progress_at = -float("inf")
+        self._last_progress_at = -math.inf
         self._min_interval = progress_min_interval
         self._kill_grace = process_kill_grace
         self._cancel_grace = cancel_grace
