@@ -303,6 +303,26 @@ async def test_the_phase_follows_the_request() -> None:
     assert scope.answered
 
 
+def test_a_scope_calls_only_the_observer_hooks_a_class_overrides() -> None:
+    """What an observer class overrides is worked out once, for the class: the base class
+    overrides nothing, and a subclass what it defines (its own subclasses inherit it)."""
+
+    class Ends(ScopeObserver):
+        def ended(self, record: object) -> None:
+            pass
+
+    class EndsAndSignals(Ends):
+        def signalled(self, record: object) -> None:
+            pass
+
+    def hooks(observer: type[ScopeObserver]) -> tuple[bool, bool, bool]:
+        return observer.activates, observer.observes_signal, observer.observes_end
+
+    assert hooks(ScopeObserver) == (False, False, False)
+    assert hooks(Ends) == (False, False, True)
+    assert hooks(EndsAndSignals) == (False, True, True)
+
+
 async def test_an_observer_failing_to_activate_still_counts_the_handler_out() -> None:
     """The observer's `activate()` raising (a broken telemetry bridge) fails the handler's
     run, but the handler is counted out: the request does not stay running."""

@@ -50,7 +50,10 @@ def test_a_value_it_cannot_read_is_refused_at_import() -> None:
 async def where_things_run() -> tuple[bool, object, str]:
     """Whether the fast paths apply, the clock, and the name of a bounded call's thread."""
     name = await _loop.run_in_thread(lambda: threading.current_thread().name, bounded=True)
-    return _loop.on_asyncio(), _loop.loop_clock(), name
+    clock = _loop.loop_clock()
+    # the clock asked of the request's task (as the middleware asks it) is the same one
+    assert _loop.task_clock(_loop.native_task()) == clock
+    return _loop.on_asyncio(), clock, name
 
 
 async def test_the_fast_paths_apply_on_asyncio_without_it(
