@@ -34,11 +34,7 @@ from . import inprocess, load, targets
 MARKS_ENV = "BENCH_CALLGRIND_MARKS"
 CONCURRENCY = 32
 WARM_UP = 2 * CONCURRENCY  # requests before the counted ones (made in both runs)
-FAR_ABOVE_THE_LOAD: dict[str, Any] = {
-    "rate_limit": 1e6,
-    "rate_limit_burst": 1_000_000,
-    "max_requests_per_client": 10_000,
-}
+FAR_ABOVE_THE_LOAD = targets.FAR_ABOVE_THE_LOAD
 # Everything optional off: no per-client limits, no deadline, no keep-alive, no 2025 era.
 ALL_OFF: dict[str, Any] = {
     "rate_limit": None,

@@ -60,6 +60,13 @@ TARGETS = [
     Target("mcp_asgi-json", "mcp_asgi response_mode=json", False, "json", ALL),
     Target("mcp_asgi-otel", "mcp_asgi + OTel SDK (batch, no-op)", False, "sse", ALL),
     Target("mcp_asgi-notel", "mcp_asgi telemetry off", False, "sse", frozenset({"throughput"})),
+    Target(
+        "mcp_asgi-limits",
+        "mcp_asgi, per-client limits far above the load",
+        False,
+        "sse",
+        frozenset({"throughput"}),
+    ),
     Target("sdk-sse", "mcp SDK MCPServer (SSE)", True, "sse", ALL),
     Target("sdk-json", "mcp SDK MCPServer (json_response)", True, "json", ALL),
     Target("fastmcp-sse", "FastMCP stateless (SSE)", True, "sse", ALL),

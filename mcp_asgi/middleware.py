@@ -262,7 +262,7 @@ class McpMiddleware:
 
         message: IncomingMessage | None = None
         body: bytes | None = None
-        held = None
+        admitted = False  # a request held against the client's limit (`leave` gives it back)
         try:
             task = native_task()  # the request's own task (asyncio, 3.11+), asked once
             clock = task_clock(task)  # the request's scope reads it too (via the Exchange)
@@ -291,11 +291,11 @@ class McpMiddleware:
                 )
                 # the principal when authenticated, else the address; unused with no limit on
                 client = self._limits.key(asgi_scope) if self._limits_requests else ""
-                self._limits.check_rate(client)  # 429
                 if sessions is not None:  # GET or DELETE of a 2025-era session
+                    self._limits.check_rate(client)  # 429
                     await sessions.serve_session(asgi_scope, headers, receive, send)
                     return
-                held = self._limits.hold("requests", client)  # 429
+                admitted = self._limits.admit(client)  # 429: its rate, its requests in flight
                 body = await read_body(
                     headers, receive, self._max_body_bytes, within=self._read_timeout, task=task
                 )
@@ -348,8 +348,8 @@ class McpMiddleware:
             except ClientGone:
                 await ReplyWriter(send, "json").end()
             finally:
-                if held is not None:
-                    held.release()
+                if admitted:
+                    self._limits.leave(client)
         except Exception:
             logger.exception("internal error while serving an MCP request")
             if not started:

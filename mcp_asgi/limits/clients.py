@@ -5,14 +5,16 @@
     key(asgi_scope)              the principal's key, else "addr:<the client's network>"
                                  (its address; for IPv6 its /64, settings client_ipv*_prefix)
     check_rate(key)              a token from the client's bucket, or 429
+    admit(key)                   a POST let in: `check_rate`, then one more request held, or
+                                 429; True when one is held, which `leave(key)` gives back
     charge(key, requests)        take `requests` more tokens after the fact (a large answer
                                  served): the bucket may go into debt, paid back at the rate
     hold(kind, key)              one more request / listen stream / session / task held, or
                                  429; the returned `Hold` gives it back (idempotent)
     check(kind, key)             429 if `hold` would refuse now (nothing is held)
 
-Counts live in one dict per endpoint, keyed by client; a client holding nothing is not in
-it, so the table is bounded by what is held. Everything runs on the event loop: no locks.
+Counts live in one dict per kind, keyed by client; a client holding nothing is not in it,
+so the tables are bounded by what is held. Everything runs on the event loop: no locks.
 """
 
 from __future__ import annotations
@@ -96,24 +98,27 @@ def network_of(host: str, ipv4_prefix: int, ipv6_prefix: int) -> str:
 class Hold:
     """One thing a client holds; `release()` gives it back (idempotent)."""
 
-    __slots__ = ("_held", "_slot")
+    __slots__ = ("_counts", "_key")
 
-    def __init__(self, held: dict[tuple[Kind, str], int] | None, slot: tuple[Kind, str]) -> None:
-        self._held = held  # the counts it was counted in; None once given back
-        self._slot = slot
+    def __init__(self, counts: dict[str, int] | None, key: str) -> None:
+        self._counts = counts  # the counts of its kind it was counted in; None once given back
+        self._key = key
 
     def release(self) -> None:
-        held, self._held = self._held, None
-        if held is not None:
-            slot = self._slot
-            left = held[slot] - 1
-            if left:
-                held[slot] = left
-            else:
-                del held[slot]
+        counts, self._counts = self._counts, None
+        if counts is not None:
+            _give_back(counts, self._key)
 
 
-_NOTHING: Final = Hold(None, ("requests", ""))
+def _give_back(counts: dict[str, int], key: str) -> None:
+    left = counts[key] - 1
+    if left:
+        counts[key] = left
+    else:
+        del counts[key]
+
+
+_NOTHING: Final = Hold(None, "")
 
 
 class ClientLimits:
@@ -142,7 +147,8 @@ class ClientLimits:
             "sessions": sessions,
             "tasks": tasks,
         }
-        self._held: dict[tuple[Kind, str], int] = {}
+        self._held: dict[Kind, dict[str, int]] = {kind: {} for kind in self._limits}
+        self._requests = self._held["requests"]  # (`admit`'s, on every POST)
         self._retry_sessions_after = retry_sessions_after
         self._ipv4_prefix = ipv4_prefix
         self._ipv6_prefix = ipv6_prefix
@@ -171,7 +177,7 @@ class ClientLimits:
 
     def held(self, kind: Kind, key: str) -> int:
         """How many of `kind` the client `key` holds now."""
-        return self._held.get((kind, key), 0)
+        return self._held[kind].get(key, 0)
 
     def check_rate(self, key: str) -> None:
         """Take one request from the client's budget; 429 when it has none left."""
@@ -197,17 +203,41 @@ class ClientLimits:
         limit = self._limits[kind]
         if limit is None:
             return _NOTHING
-        held = self._held
-        slot = (kind, key)
-        count = held.get(slot, 0)
+        counts = self._held[kind]
+        count = counts.get(key, 0)
         if count >= limit:  # `_refuse_if_full`'s refusal
             self._refuse_if_full(kind, key)
-        held[slot] = count + 1
-        return Hold(held, slot)
+        counts[key] = count + 1
+        return Hold(counts, key)
+
+    def admit(self, key: str) -> bool:
+        """A POST of client `key` let in: a token from its bucket (`check_rate`), then one
+        more request held; 429 when either is at its limit. True when a request is held
+        (`leave(key)` gives it back once the request is over), False when requests in
+        flight are not limited. (`check_rate` and `hold("requests")` in one step, with no
+        `Hold` made: this is every POST's.)"""
+        buckets = self._buckets
+        if buckets is not None:
+            wait = buckets.take(key)
+            if wait:
+                raise TooManyRequests("request rate limit reached", wait, "rate_limit")
+        limit = self._limits["requests"]
+        if limit is None:
+            return False
+        counts = self._requests
+        count = counts.get(key, 0)
+        if count >= limit:
+            self._refuse_if_full("requests", key)
+        counts[key] = count + 1
+        return True
+
+    def leave(self, key: str) -> None:
+        """A request `admit` held is over."""
+        _give_back(self._requests, key)
 
     def _refuse_if_full(self, kind: Kind, key: str) -> int:
         """How many of `kind` client `key` holds; 429 when that is its limit."""
-        count = self._held.get((kind, key), 0)
+        count = self._held[kind].get(key, 0)
         limit = self._limits[kind]
         if limit is not None and count >= limit:
             retry = self._retry_sessions_after if kind == "sessions" else 1.0

@@ -252,3 +252,30 @@ def test_holds_are_counted_and_given_back_once() -> None:
     limits.hold("requests", "a")
     unlimited: Any = limits.hold("listen_streams", "a")
     unlimited.release()
+
+
+def test_a_post_is_admitted_against_its_rate_then_its_requests_in_flight() -> None:
+    """`admit` takes a token, then holds a request (each refusal a 429 naming its setting);
+    `leave` gives the request back. A refused request holds nothing; with neither limit
+    on, nothing is held."""
+    clock = Clock(0.0)
+    limits = ClientLimits(
+        rate=1.0, burst=2, requests=1, listen_streams=None, sessions=None, clock=clock
+    )
+    assert limits.admit("a") is True
+    assert limits.held("requests", "a") == 1
+    with pytest.raises(TooManyRequests) as full:
+        limits.admit("a")  # a token left, but a request in flight already
+    assert "(max_requests_per_client)" in full.value.message
+    with pytest.raises(TooManyRequests) as rate:
+        limits.admit("a")  # both tokens taken
+    assert "(rate_limit)" in rate.value.message
+    assert limits.held("requests", "a") == 1
+    limits.leave("a")
+    assert limits.held("requests", "a") == 0
+    clock.now += 1.0
+    assert limits.admit("a") is True
+    assert limits.admit("b") is True  # another client's count is its own
+    off = ClientLimits(rate=None, burst=1, requests=None, listen_streams=None, sessions=None)
+    assert off.admit("a") is False
+    assert off.held("requests", "a") == 0
