@@ -196,7 +196,7 @@ def goals(rows: list[dict[str, Any]]) -> str:
                 f"| {fmt(row['ratio'])}{TIMES} | {'yes' if ok else '**no**'} |"
             )
         row = ours.get((server, "echo"))
-        if "cpu_extra" in wanted and row is not None:
+        if "cpu_extra" in wanted and row is not None and row["floor_cpu_ms_per_call"]:
             extra = row["cpu_ms_per_call"] / row["floor_cpu_ms_per_call"] - 1
             ok = extra <= wanted["cpu_extra"]
             lines.append(

@@ -14,8 +14,10 @@ the message, and make a loop callback per scope for the delivery's retry; these 
 those steps do to the same fields, and no more, and the retries of all the scopes a turn
 cancels share one callback on the next turn (`_Redeliveries`). Anything else (a scope
 cancelled before it is entered or by its own task, a deadline set on it, a child scope or
-task group in it, a parent scope, an exception group, an exit out of order) goes through
-anyio's own steps, which also raise anyio's errors for misuse.
+task group in it, a parent scope, an exception group, an exit out of order, a task of the
+same loop leaving it) goes through anyio's own steps, which also raise anyio's errors for
+misuse. (Which task leaves it is asked of the scope's own loop, not of the calling thread:
+a request's handler scope is only ever left by the request's own task.)
 """
 
 from __future__ import annotations

@@ -40,9 +40,10 @@ def origin_allowed(asgi_scope: Scope, headers: RequestHeaders, allowed: frozense
 
     `allowed` holds origins already passed through `normalize_origin`.
     """
-    if headers.first[ORIGIN] is None:  # not a browser's request (most)
+    raw = headers.first[ORIGIN]
+    if raw is None:  # not a browser's request (most)
         return True
-    origin = headers.text(ORIGIN) or ""
+    origin = raw.decode("latin-1")
     if "*" in allowed or normalize_origin(origin) in allowed:
         return True
     parts = _split(origin.strip())

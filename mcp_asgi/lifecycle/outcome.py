@@ -97,8 +97,9 @@ class ScopeObserver:
     it when the outcome was `orphaned` and the work finally returned.
 
     A request's scope calls only what a subclass overrides where nothing else needs the
-    call (`activates`, `observes_signal`, `observes_end`: worked out once a class, not once
-    a request).
+    call: `activates`, `observes_signal` and `observes_end` say so, worked out from the
+    class's own methods when the class is made (not once a request; a subclass does not
+    set them, and a hook patched onto the class later is not seen).
     """
 
     activates: ClassVar[bool] = False

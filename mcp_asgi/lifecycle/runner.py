@@ -73,14 +73,15 @@ def run(
     receive: Receive,
     call: Call,
     args: Args = (),
-    task: asyncio.Task[object] | None = None,
+    *,
+    in_task: bool = False,
 ) -> Coroutine[Any, Any, None]:
     """`await run(...)`: run the handler (`call(*args)`) and watch the request until the
     handler exits (or is orphaned); a failure of the watcher stops the handler and is
     raised; `steps.finish()` however it ended. Hands back the coroutine of the loop's way
-    (no frame of its own held while the request waits). `task`: the running task, where
-    the caller has it (`native_task()`); None: asked here."""
-    if task is not None or asyncio_task() is not None:  # (`on_asyncio()`, written out)
+    (no frame of its own held while the request waits). `in_task`: the caller knows it
+    runs in its own asyncio task (it had one from `native_task()`); else asked here."""
+    if in_task or asyncio_task() is not None:  # (`on_asyncio()`, written out)
         return _run_in_request_task(steps, receive, call, args)
     return _run_beside(steps, receive, call, args)
 

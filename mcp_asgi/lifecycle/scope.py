@@ -119,6 +119,7 @@ class RequestScope:
         "_exited_at",
         "_graced",
         "_handler_scope",
+        "_in_task",
         "_keepalive_interval",
         "_observer",
         "_on_server_end",
@@ -131,7 +132,6 @@ class RequestScope:
         "_side_effects",
         "_signalled_at",
         "_started",
-        "_task",
         "_timeout",
         "_token",
         "_unclaimed",
@@ -191,7 +191,7 @@ class RequestScope:
         self._phase = _RUNNING
         self._over: LazyEvent | None = None  # run() has returned: made by a wait for it
         self._work = RunningWork(self, threads)
-        self._task = task
+        self._in_task = task is not None  # (a flag: the scope does not keep the task alive)
         self._handler_scope = cheap_scope(task)
         self._keepalive_interval = keepalive_interval
         self._watcher: Watcher | None = None  # made when it first watches (most never do)
@@ -397,7 +397,7 @@ class RequestScope:
         token) before its own cancellation arrives, the reply gets its error, the grace
         period is waited out, and the cancellation propagates (`lifecycle.runner`).
         """
-        return runner.run(self, receive, call, args, self._task)
+        return runner.run(self, receive, call, args, in_task=self._in_task)
 
     async def handle(
         self,

@@ -155,8 +155,8 @@ class ClientLimits:
 
     @property
     def limits_requests(self) -> bool:
-        """Whether requests are limited (a rate, or how many in flight): else `check_rate`
-        and `hold("requests", ...)` ignore their key, which need not be worked out."""
+        """Whether requests are limited (a rate, or how many in flight): else `check_rate`,
+        `admit` and `hold("requests", ...)` ignore their key, which need not be worked out."""
         return self._buckets is not None or self._limits["requests"] is not None
 
     def key(self, asgi_scope: Scope) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Final
 
 from starlette.types import Scope
@@ -73,7 +73,7 @@ class RequestHeaders:
 
     __slots__ = ("first", "raw", "repeated")
 
-    def __init__(self, raw: Iterable[tuple[bytes, bytes]]) -> None:
+    def __init__(self, raw: Sequence[tuple[bytes, bytes]]) -> None:
         # one pass, one dict lookup a header: the endpoint reads up to seven of them for
         # every request, and a scan a header costs more than this whole pass
         first: list[bytes | None] = [None] * _COUNT

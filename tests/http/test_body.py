@@ -110,6 +110,25 @@ async def test_a_body_there_at_once_over_the_limit_is_413() -> None:
     assert caught.value.http_status == 413
 
 
+@pytest.mark.parametrize(
+    ("declared", "limit", "status"),
+    [(b"5", 4, 413), (b"\xb2", 100, None), (b"4x", 100, None)],  # b"\xb2": latin-1's "²"
+)
+async def test_only_a_content_length_in_ascii_digits_is_taken_at_its_word(
+    declared: bytes, limit: int, status: int | None
+) -> None:
+    """A declared length over the limit is 413 before anything is read; one that is not
+    ASCII digits declares nothing (no error of its own): the body is counted as it comes."""
+    _, receive = chunks(b"abcd")
+    headers = RequestHeaders([(b"content-length", declared)])
+    if status is None:
+        assert await read_body(headers, receive, limit, within=5.0, task=native_task()) == b"abcd"
+        return
+    with pytest.raises(ProtocolError) as caught:
+        await read_body(headers, receive, limit, within=5.0, task=native_task())
+    assert caught.value.http_status == status
+
+
 async def test_a_cancellation_while_waiting_for_the_first_message_reaches_receive() -> None:
     cleaned = []
 

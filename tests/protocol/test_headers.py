@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mcp_asgi.http.origin import origin_allowed
 from mcp_asgi.protocol.headers import (
     ACCEPT,
     AUTHORIZATION,
@@ -53,3 +54,13 @@ def test_names_in_another_case_are_the_same_header() -> None:
 def test_values_are_decoded_as_latin_1() -> None:
     headers = RequestHeaders.of({"type": "http", "headers": [(b"content-length", b"\xe9")]})
     assert headers.text(CONTENT_LENGTH) == "é"
+
+
+def test_every_reader_sees_a_name_in_another_case_the_origin_check_for_one() -> None:
+    """A server that sends `Origin` in capitals gets it checked all the same (DNS
+    rebinding protection does not depend on the server lower-casing names)."""
+    asgi_scope = {"type": "http", "server": ("127.0.0.1", 8000)}
+    foreign = RequestHeaders([(b"host", b"127.0.0.1:8000"), (b"Origin", b"http://evil.example")])
+    same = RequestHeaders([(b"Host", b"127.0.0.1:8000"), (b"Origin", b"http://127.0.0.1:8000")])
+    assert not origin_allowed(asgi_scope, foreign, frozenset())
+    assert origin_allowed(asgi_scope, same, frozenset())
