@@ -72,3 +72,41 @@ async def test_with_it_on_asyncio_runs_on_plain_anyio(use_plain: Callable[[bool]
     assert not fast
     assert clock == asyncio.get_running_loop().time
     assert thread != "mcp_asgi worker"  # one of anyio's own
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="no native cancellation before 3.11")
+async def test_a_request_asks_for_its_task_once_and_hands_it_on(
+    use_plain: Callable[[bool], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On asyncio the middleware asks for the request's task once; the handler's scope and
+    the runner are handed it, and ask nothing themselves."""
+    from mcp_asgi import McpServer
+
+    from ..helpers import call, mcp_app
+
+    use_plain(False)
+    server = McpServer("hand-off")
+
+    @server.tool()
+    async def echo(text: str) -> str:
+        return text
+
+    asked: list[str] = []
+
+    def counted(name: str, ask: Callable[[], object]) -> Callable[[], object]:
+        def asking() -> object:
+            asked.append(name)
+            return ask()
+
+        return asking
+
+    # the look-ups as those modules hold them (`_loop` exports a function `cheap_scope` that
+    # shadows its module: the module is taken from sys.modules)
+    scopes = sys.modules["mcp_asgi._loop.cheap_scope"]
+    monkeypatch.setattr(scopes, "native_task", counted("scope", _loop.native_task))
+    monkeypatch.setattr(
+        "mcp_asgi.lifecycle.runner.asyncio_task", counted("runner", _loop.asyncio_task)
+    )
+    wire = await call(mcp_app(server), "tools/call", {"name": "echo", "arguments": {"text": "a"}})
+    assert wire.status == 200
+    assert asked == []
