@@ -331,20 +331,7 @@ class McpMiddleware:
                 )
             except (ProtocolError, StoreUnavailable) as caught:  # the store: logged once by it
                 error = caught if isinstance(caught, ProtocolError) else store_unavailable()
-                if message is not None:  # the method was readable: a short span says why it failed
-                    self._telemetry.rejected(asgi_scope, message, error)
-                extra = [(b"allow", b"POST")] if error.http_status == 405 else error.headers
-                if isinstance(error, AuthError):
-                    self._telemetry.auth_failed(error.reason)
-                elif isinstance(error, TooManyRequests):
-                    self._telemetry.limited(error.limit)
-                request_id = (
-                    error.request_id
-                    if error.request_id is not None
-                    else peek_id(body, self._max_json_values)
-                )
-                reply = dump(jsonrpc.error_response(request_id, error))
-                await send_json(send, error.http_status, reply, extra)
+                await self._refuse(asgi_scope, send, error, message, body)
             except ClientGone:
                 await ReplyWriter(send, "json").end()
             finally:
@@ -355,6 +342,32 @@ class McpMiddleware:
             if not started:
                 internal = jsonrpc.McpError(jsonrpc.INTERNAL_ERROR, "Internal error")
                 await send_json(asgi_send, 500, dump(jsonrpc.error_response(None, internal)), [])
+
+    async def _refuse(
+        self,
+        asgi_scope: Scope,
+        send: Send,
+        error: ProtocolError,
+        message: IncomingMessage | None,
+        body: bytes | None,
+    ) -> None:
+        """Answer a refused request with `error`'s status and JSON-RPC error (echoing the
+        request's id where it can be read), counted and, once the method was readable,
+        given a short span saying why."""
+        if message is not None:
+            self._telemetry.rejected(asgi_scope, message, error)
+        extra = [(b"allow", b"POST")] if error.http_status == 405 else error.headers
+        if isinstance(error, AuthError):
+            self._telemetry.auth_failed(error.reason)
+        elif isinstance(error, TooManyRequests):
+            self._telemetry.limited(error.limit)
+        request_id = (
+            error.request_id
+            if error.request_id is not None
+            else peek_id(body, self._max_json_values)
+        )
+        reply = dump(jsonrpc.error_response(request_id, error))
+        await send_json(send, error.http_status, reply, extra)
 
 
 _SHUTTING_DOWN = dump(

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import sys
 import threading
 import weakref
 from types import TracebackType
@@ -38,19 +37,12 @@ from mcp_asgi._loop.current import (
     cancelling,
     native_task,
     new_cancel_scope,
+    running_loop,
+    task_of,
     uncancel,
 )
 
 _new = object.__new__
-# the running task, asked with no Python frame (`asyncio_task()`, which the plain-anyio
-# switch turns off, is not needed: no `CheapScope` is made with it on)
-_running_loop = asyncio._get_running_loop
-if sys.version_info >= (3, 12):
-    _task_of = asyncio.current_task  # a C function since 3.12 (given the loop)
-else:
-    from asyncio.tasks import _current_tasks  # type: ignore[attr-defined]
-
-    _task_of = _current_tasks.get
 # anyio's task states are a `WeakKeyDictionary`, whose methods are Python: its own dict is
 # read and written directly, by weak references to the tasks, as those methods do
 _states: dict[weakref.ref[asyncio.Task[object]], TaskState] = _task_states.data  # type: ignore[attr-defined]
@@ -68,7 +60,9 @@ class CheapScope(_AsyncioScope):
     _state: TaskState | None  # the host task's anyio state while the scope is in
 
     def __enter__(self) -> CheapScope:
-        task = _task_of(_running_loop())
+        # the running task (`asyncio_task()`'s steps without its switch: no `CheapScope`
+        # is made with the plain-anyio path on)
+        task = task_of(running_loop())
         if self._cancel_called or self._active or task is None or self._deadline != math.inf:
             return super().__enter__()
         self._host_task = task
@@ -105,7 +99,7 @@ class CheapScope(_AsyncioScope):
             or state.cancel_scope is not self
             # left in the task it was entered in: that task is its loop's running one (its
             # loop asked of the task, not of the thread: no getpid() a request)
-            or _task_of(task.get_loop()) is not task
+            or task_of(task.get_loop()) is not task
         ):
             self._state = None
             return super().__exit__(exc_type, exc_val, exc_tb)

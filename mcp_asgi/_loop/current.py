@@ -22,33 +22,25 @@ from mcp_asgi._loop import switch
 _asyncio_scope: type[anyio.CancelScope] | None = None
 
 
-if sys.version_info < (3, 12):
-    # asyncio.current_task() is a Python function before 3.12, which asks for the running
-    # loop (raising without one) and then reads this dict; here it is read directly
+# The running loop (None without one) and a loop's running task, asked with no Python
+# frame: asyncio.current_task() is a Python function before 3.12, which asks for the
+# running loop (raising without one) and then reads this dict; here it is read directly.
+running_loop = asyncio._get_running_loop
+if sys.version_info >= (3, 12):
+    task_of = asyncio.current_task  # a C function since 3.12 (given the loop)
+else:
     from asyncio.tasks import _current_tasks  # type: ignore[attr-defined]
 
-    _running_loop = asyncio._get_running_loop
-    _task_of = _current_tasks.get
+    task_of = _current_tasks.get
 
-    def asyncio_task() -> asyncio.Task[object] | None:
-        """The running asyncio task, or None (on trio, also hosted on an asyncio loop; or
-        with the plain-anyio path forced)."""
-        if switch._plain:
-            return None
-        loop = _running_loop()
-        return None if loop is None else _task_of(loop)
 
-else:
-
-    def asyncio_task() -> asyncio.Task[object] | None:
-        """The running asyncio task, or None (on trio, also hosted on an asyncio loop; or
-        with the plain-anyio path forced)."""
-        if switch._plain:
-            return None
-        try:
-            return asyncio.current_task()  # a C function since 3.12
-        except RuntimeError:  # no asyncio loop is running in this thread
-            return None
+def asyncio_task() -> asyncio.Task[object] | None:
+    """The running asyncio task, or None (on trio, also hosted on an asyncio loop; or
+    with the plain-anyio path forced)."""
+    if switch._plain:
+        return None
+    loop = running_loop()
+    return None if loop is None else task_of(loop)
 
 
 def on_asyncio() -> bool:

@@ -110,6 +110,11 @@ class Hold:
             _give_back(counts, self._key)
 
 
+def _rate_refused(wait: float) -> TooManyRequests:
+    """The 429 of a client whose bucket has no token for `wait` seconds more."""
+    return TooManyRequests("request rate limit reached", wait, "rate_limit")
+
+
 def _give_back(counts: dict[str, int], key: str) -> None:
     left = counts[key] - 1
     if left:
@@ -148,7 +153,6 @@ class ClientLimits:
             "tasks": tasks,
         }
         self._held: dict[Kind, dict[str, int]] = {kind: {} for kind in self._limits}
-        self._requests = self._held["requests"]  # (`admit`'s, on every POST)
         self._retry_sessions_after = retry_sessions_after
         self._ipv4_prefix = ipv4_prefix
         self._ipv6_prefix = ipv6_prefix
@@ -182,10 +186,8 @@ class ClientLimits:
     def check_rate(self, key: str) -> None:
         """Take one request from the client's budget; 429 when it has none left."""
         buckets = self._buckets
-        if buckets is not None:
-            wait = buckets.take(key)
-            if wait:
-                raise TooManyRequests("request rate limit reached", wait, "rate_limit")
+        if buckets is not None and (wait := buckets.take(key)):
+            raise _rate_refused(wait)
 
     def charge(self, key: str, requests: int) -> None:
         """Count `requests` more against the client's rate (what was just served weighed as
@@ -200,40 +202,35 @@ class ClientLimits:
 
     def hold(self, kind: Kind, key: str) -> Hold:
         """One more `kind` held by client `key`; 429 when it already holds its limit."""
-        limit = self._limits[kind]
-        if limit is None:
-            return _NOTHING
-        counts = self._held[kind]
-        count = counts.get(key, 0)
-        if count >= limit:  # `_refuse_if_full`'s refusal
-            self._refuse_if_full(kind, key)
-        counts[key] = count + 1
-        return Hold(counts, key)
+        counts = self._count_in(kind, key)
+        return _NOTHING if counts is None else Hold(counts, key)
 
     def admit(self, key: str) -> bool:
         """A POST of client `key` let in: a token from its bucket (`check_rate`), then one
         more request held; 429 when either is at its limit. True when a request is held
         (`leave(key)` gives it back once the request is over), False when requests in
-        flight are not limited. (`check_rate` and `hold("requests")` in one step, with no
-        `Hold` made: this is every POST's.)"""
-        buckets = self._buckets
-        if buckets is not None:
-            wait = buckets.take(key)
-            if wait:
-                raise TooManyRequests("request rate limit reached", wait, "rate_limit")
-        limit = self._limits["requests"]
-        if limit is None:
-            return False
-        counts = self._requests
-        count = counts.get(key, 0)
-        if count >= limit:
-            self._refuse_if_full("requests", key)
-        counts[key] = count + 1
-        return True
+        flight are not limited (`hold("requests")` without a `Hold`: every POST's)."""
+        buckets = self._buckets  # `check_rate`, written out: this is every POST's
+        if buckets is not None and (wait := buckets.take(key)):
+            raise _rate_refused(wait)
+        return self._count_in("requests", key) is not None
 
     def leave(self, key: str) -> None:
         """A request `admit` held is over."""
-        _give_back(self._requests, key)
+        _give_back(self._held["requests"], key)
+
+    def _count_in(self, kind: Kind, key: str) -> dict[str, int] | None:
+        """Count one more `kind` for client `key` (429 at its limit): the counts it is in,
+        or None when `kind` is not limited."""
+        limit = self._limits[kind]
+        if limit is None:
+            return None
+        counts = self._held[kind]
+        count = counts.get(key, 0)
+        if count >= limit:  # `_refuse_if_full`'s refusal
+            self._refuse_if_full(kind, key)
+        counts[key] = count + 1
+        return counts
 
     def _refuse_if_full(self, kind: Kind, key: str) -> int:
         """How many of `kind` client `key` holds; 429 when that is its limit."""
