@@ -1,13 +1,15 @@
 """The app tests/bus/test_faults.py runs in two worker processes sharing Redis
-(MCP_BUS_URL): quick tools (one a task), POST /notify (a change of the tools, on every
-replica through the bus), GET /health (`McpMiddleware.health()`, 503 when degraded), and
-mcp_asgi's records from INFO up on stderr, one per line: `LEVEL logger message`."""
+(MCP_BUS_URL): quick tools (two tasks: one done at once, one after a while), POST /notify
+(a change of the tools, on every replica through the bus), GET /health
+(`McpMiddleware.health()`, 503 when degraded), and mcp_asgi's records from INFO up on
+stderr, one per line: `LEVEL logger message`."""
 
 from __future__ import annotations
 
 import logging
 import sys
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -43,6 +45,14 @@ async def quick(ctx: Context) -> str:
     """A task that is done at once (its record stays in the store)."""
     await ctx.start_task()
     return "quick"
+
+
+@server.tool(task="required")
+async def slow(seconds: float, ctx: Context) -> str:
+    """A task that is done after `seconds` (its outcome is stored then)."""
+    await ctx.start_task()
+    await anyio.sleep(seconds)
+    return f"slept {seconds:g}s"
 
 
 async def notify(request: Request) -> JSONResponse:

@@ -258,8 +258,8 @@ class RedisBus:
                 return
 
     async def _session(self) -> None:
+        from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
-        from redis.retry import Retry
 
         options = {
             "retry": Retry(NoBackoff(), 0),

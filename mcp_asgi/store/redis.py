@@ -76,8 +76,8 @@ class RedisStore:
         self, url: str, *, prefix: str = "mcp_asgi:", timeout: float = 2.0, retry_max: float = 5.0
     ) -> None:
         try:
+            from redis.asyncio.retry import Retry
             from redis.backoff import NoBackoff
-            from redis.retry import Retry
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ImportError("RedisStore needs redis-py: pip install 'mcp-asgi[redis]'") from exc
         if timeout <= 0 or retry_max <= 0:

@@ -18,6 +18,8 @@ from typing import Any, Final
 from mcp_asgi.protocol.jsonrpc import JsonObject
 
 TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
+LOST: Final = "worker_lost"
+"""The `data.reason` of a task failed because its lease ran out."""
 
 
 @dataclass(slots=True)
@@ -55,6 +57,11 @@ class TaskRecord:
     def terminal(self) -> bool:
         """Whether the task has ended (its status never changes again)."""
         return self.status in TERMINAL
+
+    @property
+    def lost(self) -> bool:
+        """Whether it failed because its lease ran out (its replica seemed gone)."""
+        return self.error is not None and self.error.get("data", {}).get("reason") == LOST
 
     def remaining(self, now: float) -> float | None:
         """Seconds until the TTL ends (may be 0 or less), or None for unlimited."""

@@ -21,14 +21,14 @@ from typing import Final
 from mcp_asgi._loggers import tasks_logger as logger
 from mcp_asgi.protocol.jsonrpc import INTERNAL_ERROR
 from mcp_asgi.store import StateStore
-from mcp_asgi.tasks.record import TaskRecord
+from mcp_asgi.tasks.record import LOST, TaskRecord
 
 _ATTEMPTS: Final = 50  # compare-and-set retries before giving up (contention is rare)
 _LOST_MESSAGE: Final = "Task failed: the server running it stopped (its lease ran out)"
 WORKER_LOST: Final = {
     "code": INTERNAL_ERROR,
     "message": _LOST_MESSAGE,
-    "data": {"reason": "worker_lost"},
+    "data": {"reason": LOST},
 }
 
 

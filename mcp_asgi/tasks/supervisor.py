@@ -8,10 +8,13 @@
     start()     a task-capable call's work under its own RequestScope (no connection:
                 a disconnect of the creating request cannot reach it); the client's
                 `Hold` on one of its `max_tasks_per_client` is given back when it ends
-    _renew      every lease/3: renew each running task's lease, and read its record: a
-                cancel recorded there (tasks/cancel on any replica) cancels the work with
-                `task_cancelled`, answers wake the handler, a record gone (TTL) cancels
-                with `timeout` — so a lost signal delays a cancel by one renewal at most
+    _renew      every lease/3: renew each task's lease until its outcome is stored, and
+                read its record while it runs: a cancel recorded there (tasks/cancel on
+                any replica) cancels the work with `task_cancelled`, answers wake the
+                handler, a record gone (TTL) cancels with `timeout` — so a lost signal
+                delays a cancel by one renewal at most
+    _store_outcome  the finished work's outcome into its record; while Redis is out of
+                reach, again after a backoff
     shutdown    `server_shutdown` for every running task; each ends `failed` saying so
 
 Cancellation goes through the scope (`RequestScope.cancel`): async handlers, thread
@@ -239,17 +242,31 @@ class TaskSupervisor:
             if run.promoted:
                 await run.stored.wait()
                 if run.record is not None and not run.final_written:
-                    run.final_written = True
-                    with anyio.CancelScope(shield=True):
-                        final = await self.registry.change(run.id, run.apply_outcome)
-                    if final is not None:  # (done when stored: counted by its creator)
-                        self.kept(final, client)
+                    await self._store_outcome(run, client)
         except Exception:
             logger.exception("could not store a task's outcome")
         finally:
             self._runs.pop(run.id, None)
             hold.release()
             run.settled.set()
+
+    async def _store_outcome(self, run: TaskRun, client: str) -> None:
+        """Write the finished work's outcome into its record. While Redis is out of reach,
+        again after a backoff, its lease renewed meanwhile (`_check`): an outcome is lost
+        only with its process (at shutdown, once the grace period is over)."""
+        delay = 0.1
+        while True:
+            try:
+                with anyio.CancelScope(shield=True):
+                    final = await self.registry.change(run.id, run.apply_outcome)
+            except StoreUnavailable:  # logged once by the store
+                await anyio.sleep(delay)
+                delay = min(2 * delay, self._settings.lease / 3)
+                continue
+            run.final_written = True
+            if final is not None:  # (done when stored: counted by its creator)
+                self.kept(final, client)
+            return
 
     # -- signals ----------------------------------------------------------------------
 
@@ -260,8 +277,10 @@ class TaskSupervisor:
 
     async def _check(self, task_id: str, *, renew: bool = False) -> None:
         run = self._runs.get(task_id)
-        if run is None or run.record is None or run.done.is_set():
+        if run is None or run.record is None or run.final_written:
             return
+        if run.done.is_set() and not renew:
+            return  # only its lease matters now, until its outcome is stored
         lease = self._settings.lease
 
         def extend(record: TaskRecord) -> bool:
@@ -274,7 +293,17 @@ class TaskSupervisor:
             record = await self.registry.change(task_id, extend)
         else:
             record = await self.registry.load(task_id)
+        if run.done.is_set():
+            return
         if record is None or record.terminal:
+            if record is not None and record.lost:
+                logger.warning(
+                    "task %s failed as lost while this replica still ran it: its lease "
+                    "(%gs) ran out before a renewal (the event loop blocked, or Redis slow, "
+                    "for that long); its work is cancelled. MCP_TASK_LEASE sets the lease",
+                    task_id,
+                    lease,
+                )
             run.cancel(CancelReason.TIMEOUT)  # its TTL ended (or it was given up as lost)
         elif record.cancel_requested:
             run.cancel(CancelReason.TASK_CANCELLED)

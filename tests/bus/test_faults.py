@@ -170,7 +170,7 @@ def outage_lines(replica: Replica) -> dict[str, int]:
 
 
 async def test_a_paused_redis(fleet: Fleet) -> None:
-    """SIGSTOP for about three seconds."""
+    """SIGSTOP for about three seconds; a task's work ends meanwhile."""
     a, b = fleet.a, fleet.b
     a.new_lines(), b.new_lines()
     session = await opened(a)  # known to B too, before the pause
@@ -182,6 +182,7 @@ async def test_a_paused_redis(fleet: Fleet) -> None:
     modern_a, modern_b = McpTestClient(a.mcp), McpTestClient(b.mcp)
     async with McpTestClient(b.mcp).stream("subscriptions/listen", LISTEN) as stream:
         await next_message(stream)
+        ending = await TaskClient(a.worker.url).start("slow", seconds=1.0)  # done while paused
         fleet.redis.pause()
         paused_at = anyio.current_time()
         try:
@@ -254,6 +255,10 @@ async def test_a_paused_redis(fleet: Fleet) -> None:
     assert outcome(await echo(on(b, only_a))) == "ok"  # adopted now
     assert outcome(await echo(on(b, session))) == "ok"
     assert (await tasks_b.get(task_id))["status"] == "completed"
+    # the outcome reached while Redis was away is stored once it is back: not lost
+    ended = await tasks_b.until(ending, "completed", "failed")
+    assert ended["status"] == "completed", ended
+    assert ended["result"]["content"][0]["text"] == "slept 1s"
     for replica in (a, b):
         counts = outage_lines(replica)
         assert counts["store lost"] == counts["store back"] == 1, counts

@@ -1,10 +1,13 @@
 """The app each replica of the fleet runs (`uvicorn tests.fleet.app:app`): settings from
 MCP_* (the Redis bus and store), its spans written as JSON lines to a file of its own in
-FLEET_SPANS (one file per process, read by the test once the run is over)."""
+FLEET_SPANS (one file per process, read by the test once the run is over); mcp_asgi's
+records from WARNING up on stderr, one per line: `LEVEL logger message`."""
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 from pathlib import Path
 
 import anyio
@@ -16,6 +19,10 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
 from mcp_asgi import Context, McpMiddleware, McpServer
+
+_handler = logging.StreamHandler(sys.stderr)
+_handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
+logging.getLogger("mcp_asgi").addHandler(_handler)
 
 server = McpServer("fleet")
 

@@ -16,9 +16,12 @@ from ..tasks.conftest import redis_server  # noqa: F401 (the fixture, shared)
 from .rig import Fleet
 
 SETTINGS = {
-    # one requestState key and a short task lease, shared by every replica
+    # one requestState key and a short task lease (renewed every second), shared by every
+    # replica; no replica dies without writing its tasks' outcomes here, so the lease never
+    # decides one: short enough to renew often under load, long enough for a loaded
+    # 2-core machine (tests/tasks runs out leases on purpose)
     "MCP_REQUEST_STATE_KEY": "the-fleet-shares-this-secret",
-    "MCP_TASK_LEASE": "1.5",
+    "MCP_TASK_LEASE": "3",
     # every client is the balancer's address: no per-client rate limit in the way
     "MCP_RATE_LIMIT": "100000",
     "MCP_RATE_LIMIT_BURST": "100000",
@@ -44,3 +47,4 @@ def fleet(redis_server: RedisServer, tmp_path: Path) -> Iterator[Fleet]:  # noqa
     finally:
         rig.stop()
         print("HAProxy, requests that did not end normally:", *rig.unusual_log_lines(), sep="\n")
+        print("The replicas' mcp_asgi records:", *rig.replica_records(), sep="\n")

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +88,7 @@ class Fleet:
     restarts: list[Restart] = field(default_factory=list)
     port: int = 0
     _balancer: subprocess.Popen[bytes] | None = None
+    _started: Iterator[int] = field(default_factory=itertools.count)
 
     @property
     def url(self) -> str:
@@ -125,7 +128,8 @@ class Fleet:
 
     def _replica(self, port: int | None = None) -> Worker:
         settings = {**self.settings, "FLEET_SPANS": str(self.spans_dir)}
-        return Worker(self.redis.url, CHANNEL, app=APP, settings=settings, port=port)
+        log = self.workdir / f"replica-{next(self._started)}.log"
+        return Worker(self.redis.url, CHANNEL, app=APP, settings=settings, port=port, log=log)
 
     def _until_up(self, i: int) -> None:
         wait_ready(lambda: self.status(f"r{i}") == "UP", f"r{i} UP in HAProxy", timeout=60)
@@ -166,6 +170,16 @@ class Fleet:
         log = self.workdir / "haproxy.log"
         lines = log.read_text(errors="replace").splitlines() if log.exists() else []
         return [line for line in lines if '"' in line and " ---- " not in line]
+
+    def replica_records(self) -> list[str]:
+        """mcp_asgi's records (WARNING and up) from every replica process, each prefixed
+        with its log file's name (the log also holds uvicorn's own lines)."""
+        return [
+            f"{path.stem}: {line}"
+            for path in sorted(self.workdir.glob("replica-*.log"))
+            for line in path.read_text(errors="replace").splitlines()
+            if line.split(" ", 2)[1:2] and line.split(" ", 2)[1].startswith("mcp_asgi")
+        ]
 
     def spans(self, pid: int | None = None) -> list[dict[str, Any]]:
         """Every span the replica process `pid` exported (default: every process)."""

@@ -125,7 +125,7 @@ async def _tasks_are_readable_everywhere(fleet: Fleet, tally: Tally) -> None:
         if last["status"] == "completed":
             assert last["result"]["content"][0]["text"].endswith("slept 1s"), last
         else:
-            assert "shut" in json.dumps(last["error"]), last
+            assert "shut" in json.dumps(last["error"]), (last, fleet.replica_records())
         for replica in fleet.replicas:
             mcp = McpTestClient(replica.url + "/mcp", capabilities=TASKS)
             seen = (await mcp.request("tasks/get", {"taskId": task_id})).final["result"]
