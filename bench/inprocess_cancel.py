@@ -21,8 +21,10 @@ how long the burst's last handler waits (`bench.cancel_latency`'s 200 in flight)
   unwinding, in turn);
 * *settled*: from there until every call has returned (the 499s, the accounts).
 
-The floor beside it is a bare ASGI app that awaits `http.disconnect` and logs, as the
-cancel-latency bench's floor does.
+Two apps beside it: the floor, a bare ASGI app that awaits `http.disconnect` and logs, as
+the cancel-latency bench's floor does; and `anyio`, the plain anyio way to stop a handler
+(the `slow` tool's body in a task group, beside a task that awaits the disconnect and
+cancels the group), which is what a cancel costs before anything mcp_asgi adds or saves.
 """
 
 from __future__ import annotations
@@ -76,7 +78,36 @@ async def _floor(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b""})
 
 
+async def _anyio_floor(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The plain anyio way to stop a handler when its client leaves: the `slow` tool's
+    body in a task group, beside a task that awaits `http.disconnect` and cancels the
+    group; then the 499."""
+    import anyio
+
+    if scope["type"] == "lifespan":
+        await _floor(scope, receive, send)
+        return
+    await receive()  # the body
+
+    async def watch(group: anyio.abc.TaskGroup) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        group.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch, group)
+        await targets.slow_steps(_EXITS, None, 30, _no_progress)
+    await send({"type": "http.response.start", "status": 499, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _no_progress(step: int, steps: int) -> None:
+    pass
+
+
 _EXITS = _Exits()
+FLOORS = {"floor": _floor, "anyio": _anyio_floor}
+"""The bare app, and the plain anyio app, beside mcp_asgi."""
 
 
 async def _burst(
@@ -120,7 +151,7 @@ async def _run(rounds: int, size: int) -> list[float]:
 
 async def _counted(target: str, size: int) -> None:
     """One burst to warm up, then one counted (under callgrind, `features.MARKS_ENV`)."""
-    app = _floor if target == "floor" else targets.BUILDERS["mcp_asgi"](_EXITS)
+    app = FLOORS.get(target) or targets.BUILDERS["mcp_asgi"](_EXITS)
     stop = await inprocess._lifespan(app)
     scope, payload = _request()
     try:
@@ -157,9 +188,9 @@ def _count(target: str, size: int) -> list[int]:
 
 
 def counts(small: int = 100, large: int = 300) -> dict[str, dict[str, int]]:
-    """Instructions per cancelled call, by phase, for the floor and mcp_asgi."""
+    """Instructions per cancelled call, by phase, for the floors and mcp_asgi."""
     rows: dict[str, dict[str, int]] = {}
-    for target in ("floor", "mcp_asgi"):
+    for target in (*FLOORS, "mcp_asgi"):
         low, high = _count(target, small), _count(target, large)
         per = [round((h - lo) / (large - small)) for lo, h in zip(low, high, strict=True)]
         rows[target] = dict(zip(PHASES, per, strict=True))

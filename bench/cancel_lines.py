@@ -1,0 +1,145 @@
+"""Where a burst's cancels go, stage by stage, in lines of Python run (a trace):
+
+    python -m bench.cancel_lines                  # the floors and mcp_asgi, bursts of 20
+    python -m bench.cancel_lines --burst 50 --top 40
+
+The burst is `bench.inprocess_cancel`'s (calls waiting in `slow`, every client gone at
+once, in process), traced with `sys.settrace`; each line run counts for the function it is
+in and for the stage it runs in:
+
+* *woken*: the loop's callbacks of the disconnects (ours: the request scope records the
+  signal and cancels the handler; the floor: its task's wake-up and all of its call);
+* *to the handler*: from there until a handler has logged its cancel (the cancellation
+  thrown into it, and whatever the loop runs in between);
+* *out of the handler*: the rest of the loop callback that logged it (ours: the
+  handler's scope left, up to the first checkpoint);
+* *after*: everything once the last handler has logged (the 499s, the ends).
+
+Woken, to and out of the handler are what the last handler of `bench.cancel_latency`'s 200
+in flight waits for. Lines are not instructions (`bench.inprocess_cancel --counts` counts
+those), but they say which function each stage's cost is in. The bench's own lines (its
+tool's log, its driver) are counted apart, as `bench`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections import Counter
+from types import FrameType
+from typing import Any
+
+from . import inprocess, inprocess_cancel, targets
+
+STAGES = ("woken", "to the handler", "out of the handler", "after")
+_BENCH = os.path.dirname(os.path.abspath(__file__))
+
+
+class _Trace(targets.ExitLog):
+    """The tracer, and the exit log that moves it on from stage to stage."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.stage: str | None = None  # None: not tracing
+        self.logged = 0
+        self.lines = {stage: Counter[str]() for stage in STAGES}
+        self.bench = Counter[str]()
+
+    def __call__(self, kind: str, request_id: object) -> None:  # the tools' exit log
+        if kind == "cancel" and self.stage is not None:
+            self.logged += 1
+            self.stage = "out of the handler"
+
+    def later(self, kind: str, request_id: object) -> None:
+        pass
+
+    def next_callback(self) -> None:
+        """A loop callback begins: a handler's stage is over."""
+        if self.stage == "out of the handler":
+            self.stage = "after" if self.logged >= self.size else "to the handler"
+
+    def woken(self) -> None:
+        self.stage = "to the handler"
+
+    def trace(self, frame: FrameType, event: str, arg: Any) -> Any:
+        stage = self.stage
+        if stage is not None and event == "line":
+            code = frame.f_code
+            where = f"{os.path.basename(code.co_filename)}:{code.co_name}"
+            if code.co_filename.startswith(_BENCH):
+                self.bench[stage] += 1
+            else:
+                self.lines[stage][where] += 1
+        return self.trace
+
+
+def _trace_suspended(trace: Any) -> None:
+    """Trace the frames already suspended in every task (settrace reaches new ones only)."""
+    for task in asyncio.all_tasks():
+        awaited: Any = task.get_coro()
+        while awaited is not None:
+            frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+            if frame is not None:
+                frame.f_trace = trace
+            awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+
+
+async def _traced(target: str, size: int) -> _Trace:
+    trace = _Trace(size)
+    if target in inprocess_cancel.FLOORS:
+        inprocess_cancel._EXITS = trace  # type: ignore[assignment]  # the floors' log
+        app: Any = inprocess_cancel.FLOORS[target]
+    else:
+        app = targets.BUILDERS["mcp_asgi"](trace)
+    stop = await inprocess._lifespan(app)
+    scope, payload = inprocess_cancel._request()
+    run = asyncio.events.Handle._run
+    try:
+        await inprocess_cancel._burst(app, scope, payload, size)  # the warm-up
+        gone = asyncio.Event()
+        calls = [
+            asyncio.create_task(inprocess._one_call(app, scope, payload, gone)) for _ in range(size)
+        ]
+        await asyncio.sleep(0.2)  # every handler is waiting in its tool
+
+        def traced_run(handle: asyncio.Handle) -> None:
+            trace.next_callback()
+            run(handle)
+
+        asyncio.events.Handle._run = traced_run  # type: ignore[method-assign]
+        _trace_suspended(trace.trace)
+        trace.stage = "woken"
+        sys.settrace(trace.trace)
+        gone.set()  # every disconnect's callback is queued now: this one runs after them
+        asyncio.get_running_loop().call_soon(trace.woken)
+        await asyncio.gather(*calls)
+    finally:
+        sys.settrace(None)
+        trace.stage = None
+        asyncio.events.Handle._run = run  # type: ignore[method-assign]
+        await stop()
+    return trace
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="A burst's cancels, by stage, in lines.")
+    parser.add_argument("--burst", type=int, default=20, help="calls in flight, then cancelled")
+    parser.add_argument("--top", type=int, default=15, help="functions shown a stage")
+    args = parser.parse_args(argv)
+    for target in (*inprocess_cancel.FLOORS, "mcp_asgi"):
+        trace = asyncio.run(_traced(target, args.burst))
+        print(f"## {target}: lines a cancelled call, by stage")
+        for stage in STAGES:
+            lines = trace.lines[stage]
+            own = sum(lines.values()) / args.burst
+            bench = trace.bench[stage] / args.burst
+            print(f"\n{stage}: {own:.0f} (and the bench's own: {bench:.0f})")
+            for where, n in lines.most_common(args.top):
+                print(f"  {n / args.burst:7.1f}  {where}")
+        print()
+
+
+if __name__ == "__main__":
+    main()
