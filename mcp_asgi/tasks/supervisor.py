@@ -8,11 +8,10 @@
     start()     a task-capable call's work under its own RequestScope (no connection:
                 a disconnect of the creating request cannot reach it); the client's
                 `Hold` on one of its `max_tasks_per_client` is given back when it ends
-    _renew      every lease/3: renew each task's lease until its outcome is stored, and
-                read its record while it runs: a cancel recorded there (tasks/cancel on
-                any replica) cancels the work with `task_cancelled`, answers wake the
-                handler, a record gone (TTL) cancels with `timeout` — so a lost signal
-                delays a cancel by one renewal at most
+    _renew      every lease/3: renew each running task's lease, and read its record: a
+                cancel recorded there (tasks/cancel on any replica) cancels the work with
+                `task_cancelled`, answers wake the handler, a record gone (TTL) cancels
+                with `timeout` — so a lost signal delays a cancel by one renewal at most
     _store_outcome  the finished work's outcome into its record; while Redis is out of
                 reach, again after a backoff
     shutdown    `server_shutdown` for every running task; each ends `failed` saying so
@@ -252,18 +251,32 @@ class TaskSupervisor:
 
     async def _store_outcome(self, run: TaskRun, client: str) -> None:
         """Write the finished work's outcome into its record. While Redis is out of reach,
-        again after a backoff, its lease renewed meanwhile (`_check`): an outcome is lost
-        only with its process (at shutdown, once the grace period is over)."""
+        again after a backoff, until the record's TTL ends (it is gone then): an outcome is
+        lost only with its process (at shutdown, once the grace period is over), with its
+        record, or to an outage longer than its lease (another replica's reader then
+        takes the task for lost, once Redis answers, before the write gets through)."""
+        assert run.record is not None  # (stored: the caller checked)
+        created = run.record
         delay = 0.1
         while True:
             try:
                 with anyio.CancelScope(shield=True):
                     final = await self.registry.change(run.id, run.apply_outcome)
             except StoreUnavailable:  # logged once by the store
-                await anyio.sleep(delay)
+                left = created.remaining(self.registry.clock())
+                if left is not None and left <= 0:
+                    return  # expired meanwhile: there is no record to write to
+                await anyio.sleep(delay if left is None else min(delay, left))
                 delay = min(2 * delay, self._settings.lease / 3)
                 continue
             run.final_written = True
+            if final is not None and final.lost:  # (apply_outcome leaves a terminal record)
+                logger.warning(
+                    "task %s ended, but its outcome was not stored: the task had already "
+                    "been failed as lost (its lease, %gs, ran out first)",
+                    run.id,
+                    self._settings.lease,
+                )
             if final is not None:  # (done when stored: counted by its creator)
                 self.kept(final, client)
             return
@@ -277,10 +290,8 @@ class TaskSupervisor:
 
     async def _check(self, task_id: str, *, renew: bool = False) -> None:
         run = self._runs.get(task_id)
-        if run is None or run.record is None or run.final_written:
+        if run is None or run.record is None or run.done.is_set():
             return
-        if run.done.is_set() and not renew:
-            return  # only its lease matters now, until its outcome is stored
         lease = self._settings.lease
 
         def extend(record: TaskRecord) -> bool:

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
 
 from mcp_asgi import CancelReason
+from mcp_asgi.store import StoreUnavailable
+from mcp_asgi.store.memory import MemoryStore
 from mcp_asgi.testing import McpTestClient, serve
 
 from ..helpers import CANCEL_LOGGER, eventually, wait_for
@@ -113,6 +116,39 @@ async def test_max_task_duration_fails_the_task_with_timeout(seen: Seen) -> None
     assert failed["error"]["data"] == {"reason": "timeout"}
     assert failed["statusMessage"].startswith("Request timed out")
     assert seen.reasons["late"] is CancelReason.TIMEOUT
+
+
+async def test_an_outcome_stored_once_the_store_answers_again(
+    seen: Seen, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The work is done while the store cannot be reached: its outcome is written again
+    after a backoff, not dropped (the task would stay working until its lease ran out,
+    then fail as lost)."""
+    set_if = MemoryStore.set_if
+    refused: list[str] = []
+
+    async def unreachable_twice(
+        store: MemoryStore,
+        key: str,
+        value: bytes,
+        *,
+        expected: bytes | None,
+        ttl: float | None = None,
+    ) -> bool:
+        completed = key.startswith("task:") and json.loads(value)["status"] == "completed"
+        if completed and len(refused) < 2:
+            refused.append(key)
+            raise StoreUnavailable("Redis unreachable (the test's)")
+        return await set_if(store, key, value, expected=expected, ttl=ttl)
+
+    monkeypatch.setattr(MemoryStore, "set_if", unreachable_twice)
+    with serve(task_app(seen), timeout_graceful_shutdown=1) as live:
+        client = TaskClient(live.url)
+        task_id = await client.start("sleepy", seconds=0.1, label="stored late")
+        ended = await client.until(task_id, "completed", "failed", "cancelled")
+    assert ended["status"] == "completed", ended
+    assert ended["result"]["content"][0]["text"] == "stored late slept 0.1s"
+    assert refused == [f"task:{task_id}"] * 2
 
 
 async def test_server_shutdown_cancels_running_tasks(seen: Seen) -> None:
