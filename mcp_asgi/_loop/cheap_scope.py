@@ -169,7 +169,11 @@ class CheapScope(_AsyncioScope):
             self._pending_uncancellations -= 1  # type: ignore[assignment,operator,unused-ignore]
         if cancelling(task) > self._cancelling_at_enter:
             return False  # a native cancel() came too: not swallowed (anyio #1214)
-        if isinstance(exc, asyncio.CancelledError) and is_anyio_cancellation(exc):
+        if isinstance(exc, asyncio.CancelledError) and (
+            # this scope's own (the message it cancelled with), else anyio's look at it
+            # and at what it replaced
+            (exc.args and exc.args[0] is self._cancel_reason) or is_anyio_cancellation(exc)
+        ):
             self._cancelled_caught = True
             return True
         return False
@@ -190,7 +194,10 @@ class _Redeliveries(threading.local):
     """anyio's retry of a cancellation's delivery while the scope's task is still in it (a
     task that swallowed the cancellation gets it again at its next wait or checkpoint), for
     every scope cancelled in a turn of the loop by one callback on the next turn, where
-    anyio makes one a scope. A task woken but not yet run then is looked at again on the
+    anyio makes one a scope. The callback is a timer due at once: asyncio runs it after
+    the callbacks queued before it, so after the cancelled tasks have run and left their
+    scopes (a burst's retries cost a look each, and none of them comes before a handler
+    that is yet to stop). A task woken but not yet run then is looked at again on the
     turn after, as anyio's own retry would find it. The batch being filled is the
     thread's (a thread runs one loop at a time); a batch whose callback has begun, or of
     another loop, is never added to."""
@@ -203,7 +210,7 @@ class _Redeliveries(threading.local):
         loop = task.get_loop()
         if batch is None or batch.taken or batch.loop() is not loop:
             batch = self.batch = _Batch(loop)
-            loop.call_soon(self._retry, batch)
+            loop.call_later(0, self._retry, batch)
         batch.append(scope)
 
     def _retry(self, batch: _Batch) -> None:
