@@ -38,7 +38,8 @@ _BENCH = os.path.dirname(os.path.abspath(__file__))
 
 
 class _Trace(targets.ExitLog):
-    """The tracer, and the exit log that moves it on from stage to stage."""
+    """The tracer: the burst's exit log (a handler's cancel ends its stage) and its phases
+    (`inprocess_cancel.Phases`: tracing from the burst's start to its end)."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -46,6 +47,7 @@ class _Trace(targets.ExitLog):
         self.logged = 0
         self.lines = {stage: Counter[str]() for stage in STAGES}
         self.bench = Counter[str]()
+        self._run = asyncio.events.Handle._run
 
     def __call__(self, kind: str, request_id: object) -> None:  # the tools' exit log
         if kind == "cancel" and self.stage is not None:
@@ -55,13 +57,26 @@ class _Trace(targets.ExitLog):
     def later(self, kind: str, request_id: object) -> None:
         pass
 
-    def next_callback(self) -> None:
-        """A loop callback begins: a handler's stage is over."""
-        if self.stage == "out of the handler":
-            self.stage = "after" if self.logged >= self.size else "to the handler"
+    def start(self) -> None:
+        run = self._run
+
+        def traced_run(handle: asyncio.Handle) -> None:
+            if self.stage == "out of the handler":  # a loop callback begins: its stage ends
+                self.stage = "after" if self.logged >= self.size else "to the handler"
+            run(handle)
+
+        asyncio.events.Handle._run = traced_run  # type: ignore[method-assign]
+        _trace_suspended(self.trace)
+        self.stage = "woken"
+        sys.settrace(self.trace)
 
     def woken(self) -> None:
         self.stage = "to the handler"
+
+    def settled(self) -> None:
+        sys.settrace(None)
+        self.stage = None
+        asyncio.events.Handle._run = self._run  # type: ignore[method-assign]
 
     def trace(self, frame: FrameType, event: str, arg: Any) -> Any:
         stage = self.stage
@@ -88,37 +103,14 @@ def _trace_suspended(trace: Any) -> None:
 
 async def _traced(target: str, size: int) -> _Trace:
     trace = _Trace(size)
-    if target in inprocess_cancel.FLOORS:
-        inprocess_cancel._EXITS = trace  # type: ignore[assignment]  # the floors' log
-        app: Any = inprocess_cancel.FLOORS[target]
-    else:
-        app = targets.BUILDERS["mcp_asgi"](trace)
+    app = inprocess_cancel.build(target, trace)
     stop = await inprocess._lifespan(app)
-    scope, payload = inprocess_cancel._request()
-    run = asyncio.events.Handle._run
+    scope, payload = inprocess_cancel.request()
     try:
-        await inprocess_cancel._burst(app, scope, payload, size)  # the warm-up
-        gone = asyncio.Event()
-        calls = [
-            asyncio.create_task(inprocess._one_call(app, scope, payload, gone)) for _ in range(size)
-        ]
-        await asyncio.sleep(0.2)  # every handler is waiting in its tool
-
-        def traced_run(handle: asyncio.Handle) -> None:
-            trace.next_callback()
-            run(handle)
-
-        asyncio.events.Handle._run = traced_run  # type: ignore[method-assign]
-        _trace_suspended(trace.trace)
-        trace.stage = "woken"
-        sys.settrace(trace.trace)
-        gone.set()  # every disconnect's callback is queued now: this one runs after them
-        asyncio.get_running_loop().call_soon(trace.woken)
-        await asyncio.gather(*calls)
+        await inprocess_cancel.burst(app, scope, payload, size)  # the warm-up
+        await inprocess_cancel.burst(app, scope, payload, size, trace)
     finally:
-        sys.settrace(None)
-        trace.stage = None
-        asyncio.events.Handle._run = run  # type: ignore[method-assign]
+        trace.settled()  # (again, if the burst failed: tracing off, the loop as it was)
         await stop()
     return trace
 

@@ -37,8 +37,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from . import features, inprocess, load, targets
 
@@ -63,73 +64,123 @@ class _Exits(targets.ExitLog):
         pass
 
 
-async def _floor(scope: dict[str, Any], receive: Any, send: Any) -> None:
+async def _lifespan(receive: Any, send: Any) -> None:
+    while (await receive())["type"] != "lifespan.shutdown":
+        await send({"type": "lifespan.startup.complete"})
+    await send({"type": "lifespan.shutdown.complete"})
+
+
+def floor_app(log: targets.ExitLog) -> Any:
     """A bare ASGI app that waits for the client to leave, logs, and answers."""
-    if scope["type"] == "lifespan":
-        while (await receive())["type"] != "lifespan.shutdown":
-            await send({"type": "lifespan.startup.complete"})
-        await send({"type": "lifespan.shutdown.complete"})
-        return
-    await receive()  # the body
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    _EXITS("cancel", None)
-    await send({"type": "http.response.start", "status": 499, "headers": []})
-    await send({"type": "http.response.body", "body": b""})
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        await receive()  # the body
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        log("cancel", None)
+        await send({"type": "http.response.start", "status": 499, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    return app
 
 
-async def _anyio_floor(scope: dict[str, Any], receive: Any, send: Any) -> None:
+def anyio_floor_app(log: targets.ExitLog) -> Any:
     """The plain anyio way to stop a handler when its client leaves: the `slow` tool's
     body in a task group, beside a task that awaits `http.disconnect` and cancels the
     group; then the 499."""
     import anyio
 
-    if scope["type"] == "lifespan":
-        await _floor(scope, receive, send)
-        return
-    await receive()  # the body
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        await receive()  # the body
 
-    async def watch(group: anyio.abc.TaskGroup) -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        group.cancel_scope.cancel()
+        async def watch(group: anyio.abc.TaskGroup) -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            group.cancel_scope.cancel()
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(watch, group)
-        await targets.slow_steps(_EXITS, None, 30, _no_progress)
-    await send({"type": "http.response.start", "status": 499, "headers": []})
-    await send({"type": "http.response.body", "body": b""})
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch, group)
+            await targets.slow_steps(log, None, 30, _no_progress)
+        await send({"type": "http.response.start", "status": 499, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    return app
 
 
 async def _no_progress(step: int, steps: int) -> None:
     pass
 
 
-_EXITS = _Exits()
-FLOORS = {"floor": _floor, "anyio": _anyio_floor}
-"""The bare app, and the plain anyio app, beside mcp_asgi."""
+FLOORS: dict[str, Callable[[targets.ExitLog], Any]] = {
+    "floor": floor_app,
+    "anyio": anyio_floor_app,
+}
+"""The bare app, and the plain anyio app, beside mcp_asgi (each made with its exit log)."""
 
 
-async def _burst(
-    app: Any, scope: dict[str, Any], payload: bytes, size: int, counted: bool = False
+def build(target: str, log: targets.ExitLog) -> Any:
+    """A floor of `FLOORS`, or mcp_asgi, logging its handlers' exits to `log`."""
+    return FLOORS.get(target, targets.BUILDERS["mcp_asgi"])(log)
+
+
+class Phases(Protocol):
+    """What a measured burst tells its observer, in order."""
+
+    def start(self) -> None:
+        """Every handler waits in its tool; the disconnects come next."""
+
+    def woken(self) -> None:
+        """The disconnects' loop callbacks have run."""
+
+    def settled(self) -> None:
+        """Every call has returned."""
+
+
+class _Marks:
+    """The phases as callgrind dumps (`features.mark`), the last cancel's by `_Exits`."""
+
+    def __init__(self, exits: _Exits, size: int) -> None:
+        self._exits = exits
+        self._size = size
+
+    def start(self) -> None:
+        self._exits.expected = self._size
+        features.mark("start")
+
+    def woken(self) -> None:
+        features.mark("woken")
+
+    def settled(self) -> None:
+        features.mark("settled")
+
+
+async def burst(
+    app: Any, scope: dict[str, Any], payload: bytes, size: int, phases: Phases | None = None
 ) -> None:
+    """`size` calls of `slow` in flight, then every client gone at once."""
     gone = asyncio.Event()
     calls = [
         asyncio.create_task(inprocess._one_call(app, scope, payload, gone)) for _ in range(size)
     ]
     await asyncio.sleep(0.2)  # every handler is waiting in its tool
-    if counted:
-        _EXITS.expected = size
-        features.mark("start")
+    if phases is not None:
+        phases.start()
     gone.set()  # every disconnect's callback is queued now: this one runs after them
-    if counted:
-        asyncio.get_running_loop().call_soon(features.mark, "woken")
+    if phases is not None:
+        asyncio.get_running_loop().call_soon(phases.woken)
     await asyncio.gather(*calls)
-    if counted:
-        features.mark("settled")
+    if phases is not None:
+        phases.settled()
 
 
-def _request() -> tuple[dict[str, Any], bytes]:
+def request() -> tuple[dict[str, Any], bytes]:
+    """The scope and body of a `slow` call of 30 s."""
     request = load.tool_call("slow", {"seconds": 30}, 1, inprocess.PORT)
     return inprocess._scope_of(request), request.partition(b"\r\n\r\n")[2]
 
@@ -137,12 +188,12 @@ def _request() -> tuple[dict[str, Any], bytes]:
 async def _run(rounds: int, size: int) -> list[float]:
     app = targets.BUILDERS["mcp_asgi"](targets.ExitLog(os.devnull))
     stop = await inprocess._lifespan(app)
-    scope, payload = _request()
+    scope, payload = request()
     cpu: list[float] = []
     try:
         for _ in range(rounds):
             started = time.process_time()
-            await _burst(app, scope, payload, size)
+            await burst(app, scope, payload, size)
             cpu.append((time.process_time() - started) / size * 1e6)
     finally:
         await stop()
@@ -151,12 +202,13 @@ async def _run(rounds: int, size: int) -> list[float]:
 
 async def _counted(target: str, size: int) -> None:
     """One burst to warm up, then one counted (under callgrind, `features.MARKS_ENV`)."""
-    app = FLOORS.get(target) or targets.BUILDERS["mcp_asgi"](_EXITS)
+    exits = _Exits()
+    app = build(target, exits)
     stop = await inprocess._lifespan(app)
-    scope, payload = _request()
+    scope, payload = request()
     try:
-        await _burst(app, scope, payload, size)
-        await _burst(app, scope, payload, size, counted=True)
+        await burst(app, scope, payload, size)
+        await burst(app, scope, payload, size, _Marks(exits, size))
     finally:
         await stop()
 

@@ -7,7 +7,6 @@ stderr, one per line: `LEVEL logger message`."""
 from __future__ import annotations
 
 import logging
-import sys
 
 import anyio
 from starlette.requests import Request
@@ -16,12 +15,9 @@ from starlette.routing import Route
 
 from mcp_asgi import Context, McpServer
 
-from .helpers import mcp_app
+from .helpers import log_to_stderr, mcp_app
 
-_handler = logging.StreamHandler(sys.stderr)
-_handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
-logging.getLogger("mcp_asgi").addHandler(_handler)
-logging.getLogger("mcp_asgi").setLevel(logging.INFO)
+log_to_stderr(logging.INFO)
 
 server = McpServer("faults")
 

@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import os
+import sys
 import threading
 from collections.abc import (
     AsyncIterator,
@@ -232,6 +233,23 @@ def cancel_records(
 def records_for(caplog: pytest.LogCaptureFixture, request_id: int | str) -> list[logging.LogRecord]:
     """Cancellation records above DEBUG about one request."""
     return [r for r in cancel_records(caplog) if getattr(r, "request_id", None) == request_id]
+
+
+def log_to_stderr(level: int) -> None:
+    """In a worker process the tests start: mcp_asgi's records from `level` up on stderr,
+    one per line, `LEVEL logger message` (what `is_ours` and the fault tests read)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
+    logger = logging.getLogger("mcp_asgi")
+    logger.addHandler(handler)
+    logger.setLevel(level)
+
+
+def is_ours(line: str) -> bool:
+    """Whether a line of such a worker's stderr is one of mcp_asgi's records (not the
+    server's own lines, nor a traceback's)."""
+    fields = line.split(" ", 2)
+    return len(fields) > 1 and fields[1].startswith("mcp_asgi")
 
 
 # -- the app McpMiddleware wraps -----------------------------------------------------------

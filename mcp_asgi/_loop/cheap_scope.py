@@ -194,10 +194,11 @@ class _Redeliveries(threading.local):
     """anyio's retry of a cancellation's delivery while the scope's task is still in it (a
     task that swallowed the cancellation gets it again at its next wait or checkpoint), for
     every scope cancelled in a turn of the loop by one callback on the next turn, where
-    anyio makes one a scope. The callback is a timer due at once: asyncio runs it after
-    the callbacks queued before it, so after the cancelled tasks have run and left their
-    scopes (a burst's retries cost a look each, and none of them comes before a handler
-    that is yet to stop). A task woken but not yet run then is looked at again on the
+    anyio makes one a scope. The callback is a timer due at once: asyncio's loop runs it
+    after the callbacks already queued, so after the cancelled tasks have run and left
+    their scopes (a burst's retries cost a look each, and none of them comes before a
+    handler that is yet to stop); uvloop runs it in its turn, as a callback (the order
+    anyio's own has). A task woken but not yet run then is looked at again on the
     turn after, as anyio's own retry would find it. The batch being filled is the
     thread's (a thread runs one loop at a time); a batch whose callback has begun, or of
     another loop, is never added to."""

@@ -60,8 +60,10 @@ class TaskRecord:
 
     @property
     def lost(self) -> bool:
-        """Whether it failed because its lease ran out (its replica seemed gone)."""
-        return self.error is not None and self.error.get("data", {}).get("reason") == LOST
+        """Whether it failed because its lease ran out (its replica seemed gone). A
+        handler's own error may carry any JSON as `data`: only an object is looked into."""
+        data = None if self.error is None else self.error.get("data")
+        return isinstance(data, dict) and data.get("reason") == LOST
 
     def remaining(self, now: float) -> float | None:
         """Seconds until the TTL ends (may be 0 or less), or None for unlimited."""

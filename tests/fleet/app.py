@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from pathlib import Path
 
 import anyio
@@ -20,9 +19,9 @@ from starlette.routing import Route
 
 from mcp_asgi import Context, McpMiddleware, McpServer
 
-_handler = logging.StreamHandler(sys.stderr)
-_handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
-logging.getLogger("mcp_asgi").addHandler(_handler)
+from ..helpers import log_to_stderr
+
+log_to_stderr(logging.WARNING)
 
 server = McpServer("fleet")
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..helpers import is_ours
 from ..servers import RedisServer, Worker, free_port, wait_ready
 
 APP = "tests.fleet.app:app"
@@ -178,7 +179,7 @@ class Fleet:
             f"{path.stem}: {line}"
             for path in sorted(self.workdir.glob("replica-*.log"))
             for line in path.read_text(errors="replace").splitlines()
-            if line.split(" ", 2)[1:2] and line.split(" ", 2)[1].startswith("mcp_asgi")
+            if is_ours(line)
         ]
 
     def spans(self, pid: int | None = None) -> list[dict[str, Any]]:

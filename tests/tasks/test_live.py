@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 
+import anyio
 import pytest
 
 from mcp_asgi import CancelReason
@@ -118,16 +120,14 @@ async def test_max_task_duration_fails_the_task_with_timeout(seen: Seen) -> None
     assert seen.reasons["late"] is CancelReason.TIMEOUT
 
 
-async def test_an_outcome_stored_once_the_store_answers_again(
-    seen: Seen, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The work is done while the store cannot be reached: its outcome is written again
-    after a backoff, not dropped (the task would stay working until its lease ran out,
-    then fail as lost)."""
+def refuse_outcomes(monkeypatch: pytest.MonkeyPatch, times: float) -> list[str]:
+    """Make the in-memory store refuse, as an unreachable Redis would (`StoreUnavailable`),
+    the first `times` writes of a completed task's outcome; the keys refused, as they
+    come."""
     set_if = MemoryStore.set_if
     refused: list[str] = []
 
-    async def unreachable_twice(
+    async def refusing(
         store: MemoryStore,
         key: str,
         value: bytes,
@@ -136,12 +136,22 @@ async def test_an_outcome_stored_once_the_store_answers_again(
         ttl: float | None = None,
     ) -> bool:
         completed = key.startswith("task:") and json.loads(value)["status"] == "completed"
-        if completed and len(refused) < 2:
+        if completed and len(refused) < times:
             refused.append(key)
             raise StoreUnavailable("Redis unreachable (the test's)")
         return await set_if(store, key, value, expected=expected, ttl=ttl)
 
-    monkeypatch.setattr(MemoryStore, "set_if", unreachable_twice)
+    monkeypatch.setattr(MemoryStore, "set_if", refusing)
+    return refused
+
+
+async def test_an_outcome_stored_once_the_store_answers_again(
+    seen: Seen, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The work is done while the store cannot be reached: its outcome is written again
+    after a backoff, not dropped (the task would stay working until its lease ran out,
+    then fail as lost)."""
+    refused = refuse_outcomes(monkeypatch, 2)
     with serve(task_app(seen), timeout_graceful_shutdown=1) as live:
         client = TaskClient(live.url)
         task_id = await client.start("sleepy", seconds=0.1, label="stored late")
@@ -149,6 +159,22 @@ async def test_an_outcome_stored_once_the_store_answers_again(
     assert ended["status"] == "completed", ended
     assert ended["result"]["content"][0]["text"] == "stored late slept 0.1s"
     assert refused == [f"task:{task_id}"] * 2
+
+
+async def test_a_shutdown_ends_an_outcome_waiting_for_the_store(
+    seen: Seen, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store never takes the outcome: the app's shutdown ends the retries (the server
+    stops, and no write is tried after it)."""
+    refused = refuse_outcomes(monkeypatch, math.inf)
+    # a lease of 0.3 s: the retries come every 0.1 s at most (a third of it)
+    with serve(task_app(seen, task_lease=0.3), timeout_graceful_shutdown=1) as live:
+        client = TaskClient(live.url)
+        await client.start("sleepy", seconds=0.2, label="never stored")
+        await eventually(lambda: len(refused) >= 2, what="the outcome tried again")
+    tried = len(refused)
+    await anyio.sleep(0.5)  # five backoffs: none comes
+    assert len(refused) == tried
 
 
 async def test_server_shutdown_cancels_running_tasks(seen: Seen) -> None:

@@ -87,6 +87,19 @@ async def test_an_expired_lease_fails_a_running_task() -> None:
     assert lost is not None
     assert lost.status == "failed"
     assert lost.detailed()["error"]["data"] == {"reason": "worker_lost"}
+    assert lost.lost
+
+
+def test_only_a_lost_task_says_it_is_lost() -> None:
+    """`TaskRecord.lost` reads the error's data only where it is an object: a handler's
+    own error may carry a string, a list or nothing there."""
+    _, clock = registry()
+    for data in ("worker_lost", ["worker_lost"], None, {"reason": "timeout"}):
+        failed = record(clock, lease=clock.now, ttl=None)
+        failed.status = "failed"
+        failed.error = {"code": -32603, "message": "it failed", "data": data}
+        assert not failed.lost, data
+    assert not record(clock, lease=clock.now, ttl=None).lost  # no error at all
 
 
 async def test_the_wire_shapes() -> None:
