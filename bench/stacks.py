@@ -207,7 +207,7 @@ def goals(rows: list[dict[str, Any]]) -> str:
         if "cpu_extra" in wanted and row is not None and row.get("cpu_extra") is not None:
             extra = row["cpu_extra"]
             ok = extra <= wanted["cpu_extra"]
-            rounds = ", ".join(f"+{x:.2f}" for x in row["cpu_extras"])
+            rounds = ", ".join(f"{x:+.2f}" for x in row["cpu_extras"])
             lines.append(
                 f"| {servers.LABELS[server]} | server CPU per `async` echo ≤ the floor's "
                 f"+ {wanted['cpu_extra']:g}{TIMES} | +{extra:.2f}{TIMES} (rounds: {rounds}; "
