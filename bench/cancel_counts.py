@@ -30,8 +30,8 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+from functools import partial
 from pathlib import Path
 
 from . import cancel_latency, load, report, run
@@ -152,20 +152,9 @@ def main(argv: list[str] | None = None) -> None:
     started = time.time()
     counts: dict[str, dict[str, int]] = {}
     for http in kinds:  # the modes of one server side by side, at once
-        found: dict[str, int] = {}
-
-        def one(mode: str, http: str = http, found: dict[str, int] = found) -> None:
-            found[mode] = per_cancel(mode, http, args.small, args.large)
-
-        threads = [threading.Thread(target=one, args=(mode,)) for mode in modes]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        missing = [mode for mode in modes if mode not in found]
-        if missing:
-            raise SystemExit(f"no counts for {missing} on {http} (see the error above)")
-        counts[http] = {mode: found[mode] for mode in modes}
+        counts[http] = run.side_by_side(
+            modes, partial(per_cancel, http=http, small=args.small, large=args.large), http
+        )
     seconds = time.time() - started
     text = (
         f"Run: `python -m bench.cancel_counts` — "

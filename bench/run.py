@@ -29,13 +29,16 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from . import env, load, servers
+
+T = TypeVar("T")
 
 RESULTS = env.ROOT / "bench" / "results"
 
@@ -170,6 +173,26 @@ def throughput(port: int, plan: Plan) -> dict[str, Any]:
 
 class _Stoppable(Protocol):
     def stop(self) -> None: ...
+
+
+def side_by_side(names: list[str], measure: Callable[[str], T], where: str) -> dict[str, T]:
+    """`measure(name)` for every name at once, each in a thread of its own (callgrind's
+    runs, one process each); the results in `names`' order. A measure that raised has
+    printed its error: say which are missing, and stop."""
+    found: dict[str, T] = {}
+
+    def one(name: str) -> None:
+        found[name] = measure(name)
+
+    threads = [threading.Thread(target=one, args=(name,)) for name in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    missing = [name for name in names if name not in found]
+    if missing:
+        raise SystemExit(f"no counts for {missing} on {where} (see the error above)")
+    return {name: found[name] for name in names}
 
 
 @contextlib.contextmanager

@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -212,20 +213,17 @@ def main(argv: list[str] | None = None) -> None:
     started = time.time()
     runs: dict[str, dict[str, dict[str, float]]] = {}
     for http in kinds:  # the targets of one server side by side, at once
-        results: dict[str, dict[str, float]] = {}
-
-        def one(name: str, http: str = http, results: dict[str, Any] = results) -> None:
-            results[name] = count(name, http, args.warm_up, args.requests, args.clients)
-
-        threads = [threading.Thread(target=one, args=(name,)) for name in names]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        missing = [name for name in names if name not in results]
-        if missing:
-            raise SystemExit(f"no counts for {missing} on {http} (see the error above)")
-        runs[http] = {name: results[name] for name in names}
+        runs[http] = run.side_by_side(
+            names,
+            partial(
+                count,
+                http=http,
+                warm_up=args.warm_up,
+                requests=args.requests,
+                clients=args.clients,
+            ),
+            http,
+        )
     seconds = time.time() - started
     heading = (
         f"Run: `python -m bench.server_counts` — "
