@@ -24,7 +24,6 @@ Results: ``bench/results/cancel-counts-<timestamp>.json``; the table is printed 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -162,18 +161,8 @@ def main(argv: list[str] | None = None) -> None:
         f"bursts of {args.small} and {args.large} closed calls differenced, the whole "
         "server process under callgrind.\n\n" + table(counts)
     )
-    RESULTS.mkdir(exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(started))
-    record: dict[str, object] = {
-        "started": started,
-        "seconds": seconds,
-        "sizes": [args.small, args.large],
-    }
-    record["counts"] = counts
-    (RESULTS / f"cancel-counts-{stamp}.json").write_text(json.dumps(record, indent=1) + "\n")
-    print(text)
-    if args.write:
-        report.write_generated("cancel-counts", "cancel_counts", text)
+    record = {"seconds": seconds, "sizes": [args.small, args.large], "counts": counts}
+    report.publish("cancel-counts", "cancel_counts", started, record, text, args.write)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import statistics
+import time
 from pathlib import Path
 from typing import Any
 
@@ -494,6 +495,21 @@ def update_doc(block: str) -> None:
     head, _, rest = current.partition(START)
     _, _, tail = rest.partition(END)
     DOC.write_text(f"{head}{START}\n{block}\n{END}{tail}")
+
+
+def publish(
+    block: str, module: str, started: float, record: dict[str, Any], text: str, write: bool
+) -> None:
+    """A callgrind count's run: `record` (with when it `started`) to
+    ``bench/results/<block>-<timestamp>.json``, `text` printed and, with `write`, put in
+    docs/benchmarks.md's `block`."""
+    RESULTS.mkdir(exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(started))
+    record = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.gmtime(started)), **record}
+    (RESULTS / f"{block}-{stamp}.json").write_text(json.dumps(record, indent=1) + "\n")
+    print(text)
+    if write:
+        write_generated(block, module, text)
 
 
 def write_generated(block: str, module: str, text: str) -> None:

@@ -24,7 +24,6 @@ Results: ``bench/results/server-counts-<timestamp>.json``; the table is printed 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import socket
@@ -234,20 +233,14 @@ def main(argv: list[str] | None = None) -> None:
         "(the ratio to the floor's on the same server in bold).\n\n"
     )
     text = heading + table(runs, names[0])
-    RESULTS.mkdir(exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(started))
     record = {
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.gmtime(started)),
         "seconds": seconds,
         "warm_up": args.warm_up,
         "requests": args.requests,
         "clients": args.clients,
         "runs": runs,
     }
-    (RESULTS / f"server-counts-{stamp}.json").write_text(json.dumps(record, indent=1) + "\n")
-    print(text)
-    if args.write:
-        report.write_generated("server-counts", "server_counts", text)
+    report.publish("server-counts", "server_counts", started, record, text, args.write)
 
 
 if __name__ == "__main__":
