@@ -53,22 +53,36 @@ def _burst(port: int, pid: int, exits: load.ExitTimes, ids: list[int], counted: 
     wait until each has logged its cancel; counted: between `--instr=on` and a dump."""
     tool = cancel_latency.TOOLS["async"]
     socks = []
-    for request_id in ids:
-        sock = load._connect(port)
-        sock.sendall(load.tool_call(tool, {"seconds": 600}, request_id, port, progress=True))
-        socks.append(sock)
-    if not exits.wait_for(ids, ("start",), 300.0):
-        raise RuntimeError("the calls did not all start")
-    time.sleep(OPEN_PAUSE)
-    if counted:
-        _control(pid, "--instr=on")
-    for sock in socks:
-        sock.close()
+    try:
+        for request_id in ids:
+            sock = load._connect(port)
+            socks.append(sock)
+            sock.sendall(load.tool_call(tool, {"seconds": 600}, request_id, port, progress=True))
+        if not exits.wait_for(ids, ("start",), 300.0):
+            raise RuntimeError("the calls did not all start")
+        time.sleep(OPEN_PAUSE)
+        if counted:
+            _control(pid, "--instr=on")
+    finally:
+        for sock in socks:
+            sock.close()
     if not exits.wait_for(ids, ("cancel",), 300.0):
         raise RuntimeError("the calls were not all cancelled")
     time.sleep(AFTER_PAUSE)
     if counted:
         _control(pid, "--dump=burst")
+
+
+def _wait_up(port: int, server: subprocess.Popen[bytes], log: Path) -> None:
+    """Wait until the server answers an echo (slow under valgrind); its log if it died."""
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            load.wait_until_up(port, time.monotonic() + 1)
+            return
+        except RuntimeError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the server did not start: {log.read_text()[-2000:]}") from None
 
 
 def count(mode: str, http: str, size: int) -> int:
@@ -96,11 +110,13 @@ def count(mode: str, http: str, size: int) -> int:
             SERVERS[http],
         ]
         env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(ROOT)}
-        server = subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
+        log = Path(tmp) / "log"
+        with log.open("wb") as out:
+            server = subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+            )
         try:
-            load.wait_until_up(port, time.monotonic() + 300)
+            _wait_up(port, server, log)
             exits = load.ExitTimes(exits_path)
             _burst(port, server.pid, exits, list(range(1, WARM_UP + 1)), counted=False)
             _burst(port, server.pid, exits, list(range(1000, 1000 + size)), counted=True)
