@@ -311,7 +311,7 @@ class TaskSupervisor:
                 logger.warning(
                     "task %s failed as lost while this replica still ran it: its lease "
                     "(%gs) ran out before a renewal (the event loop blocked, or Redis slow, "
-                    "for that long); its work is cancelled. MCP_TASK_LEASE sets the lease",
+                    "for that long); its work is cancelled. `task_lease` (MCP_TASK_LEASE) sets it",
                     task_id,
                     lease,
                 )

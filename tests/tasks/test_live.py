@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 import pytest
@@ -120,10 +122,14 @@ async def test_max_task_duration_fails_the_task_with_timeout(seen: Seen) -> None
     assert seen.reasons["late"] is CancelReason.TIMEOUT
 
 
-def refuse_outcomes(monkeypatch: pytest.MonkeyPatch, times: float) -> list[str]:
+def refuse_writes(
+    monkeypatch: pytest.MonkeyPatch,
+    refused_if: Callable[[dict[str, Any], bytes | None], bool],
+    times: float = math.inf,
+) -> list[str]:
     """Make the in-memory store refuse, as an unreachable Redis would (`StoreUnavailable`),
-    the first `times` writes of a completed task's outcome; the keys refused, as they
-    come."""
+    the first `times` writes of a task record for which `refused_if(the record written,
+    the bytes expected)` holds; the keys refused, as they come."""
     set_if = MemoryStore.set_if
     refused: list[str] = []
 
@@ -135,14 +141,19 @@ def refuse_outcomes(monkeypatch: pytest.MonkeyPatch, times: float) -> list[str]:
         expected: bytes | None,
         ttl: float | None = None,
     ) -> bool:
-        completed = key.startswith("task:") and json.loads(value)["status"] == "completed"
-        if completed and len(refused) < times:
+        refuse = len(refused) < times and key.startswith("task:")
+        if refuse and refused_if(json.loads(value), expected):
             refused.append(key)
             raise StoreUnavailable("Redis unreachable (the test's)")
         return await set_if(store, key, value, expected=expected, ttl=ttl)
 
     monkeypatch.setattr(MemoryStore, "set_if", refusing)
     return refused
+
+
+def refuse_outcomes(monkeypatch: pytest.MonkeyPatch, times: float) -> list[str]:
+    """The first `times` writes of a completed task's outcome refused (`refuse_writes`)."""
+    return refuse_writes(monkeypatch, lambda record, _: record["status"] == "completed", times)
 
 
 async def test_an_outcome_stored_once_the_store_answers_again(
@@ -175,6 +186,39 @@ async def test_a_shutdown_ends_an_outcome_waiting_for_the_store(
     tried = len(refused)
     await anyio.sleep(0.5)  # five backoffs: none comes
     assert len(refused) == tried
+
+
+async def test_a_task_found_lost_while_it_runs_is_stopped_and_said(
+    seen: Seen, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its lease renewals do not get through (the store refuses them) until a reader fails
+    the task as lost: the replica still running it cancels the work (timeout) at its next
+    renewal and logs a WARNING naming the task; the cancelled work's outcome, which can no
+    longer be stored, is said too."""
+    caplog.set_level(logging.WARNING, logger="mcp_asgi.tasks")
+    refusing = False
+    refused = refuse_writes(
+        monkeypatch, lambda record, expected: refusing and record["status"] == "working"
+    )
+    # a lease of 0.3 s, renewed every 0.1 s
+    with serve(task_app(seen, task_lease=0.3), timeout_graceful_shutdown=1) as live:
+        client = TaskClient(live.url)
+        task_id = await client.start("sleepy", seconds=30, label="lost")
+        await wait_for(seen.event("lost"))
+        refusing = True
+        await eventually(lambda: len(refused) >= 4, what="the renewals refused past the lease")
+        lost = await client.get(task_id)  # a reader finds the lease run out
+        assert lost["status"] == "failed", lost
+        assert lost["error"]["data"] == {"reason": "worker_lost"}
+        await eventually(lambda: "lost" in seen.reasons, what="the work to stop")
+        await eventually(
+            lambda: any("outcome was not stored" in r.getMessage() for r in caplog.records),
+            what="the outcome's warning",
+        )
+    assert seen.reasons["lost"] is CancelReason.TIMEOUT
+    warnings = [r.getMessage() for r in caplog.records if r.name == "mcp_asgi.tasks"]
+    assert any(f"task {task_id} failed as lost while this replica" in m for m in warnings)
+    assert any(f"task {task_id} ended, but its outcome was not stored" in m for m in warnings)
 
 
 async def test_server_shutdown_cancels_running_tasks(seen: Seen) -> None:
