@@ -2,20 +2,20 @@
 in a burst, for the floor and mcp_asgi (issue 27, point 4: the 200-in-flight goal, whose
 time figures move more between runs on a shared machine than its margin).
 
-    python -m bench.cancel_counts                   # uvicorn h11: floor, json, sse
+    python -m bench.cancel_counts                   # uvicorn h11: both floors, json, sse
     python -m bench.cancel_counts --http httptools --modes json
     python -m bench.cancel_counts --http h11,httptools --write   # and docs/benchmarks.md's table
 
-Each server is `bench.cancel_latency`'s (`--serve MODE`: its floor, or mcp_asgi in `json`
-or `sse` mode) on uvicorn, in a process of its own under `valgrind --tool=callgrind
---trace-children=yes` (the serve command becomes uvicorn by `exec`), the modes at once. The load
-comes from this process over raw sockets: a warm-up burst, then `--small` calls of the
-async `slow` tool opened, every one started, callgrind's counting switched on
-(`callgrind_control`), every socket closed in one loop, every cancel logged, a pause, a
-dump. Two servers, one burst of `--small` and one of `--large`, differenced: one cancel's
-share of the whole server process (uvicorn's connection loss, the event loop, the app's
-wake-up, the handler's unwinding, the accounts after it), with start-up and the pause's
-idle turns taken out.
+Each server is `bench.cancel_latency`'s (`--serve MODE`: its floor, its least stop — the
+tool in a task, cancelled on the disconnect —, or mcp_asgi in `json` or `sse` mode) on
+uvicorn, in a process of its own under `valgrind --tool=callgrind --trace-children=yes`
+(the serve command becomes uvicorn by `exec`), the modes at once. The load comes from this
+process over raw sockets: a warm-up burst, then `--small` calls of the async `slow` tool
+opened, every one started, callgrind's counting switched on (`callgrind_control`), every
+socket closed in one loop, every cancel logged, a pause, a dump. Two servers, one burst of
+`--small` and one of `--large`, differenced: one cancel's share of the whole server
+process (uvicorn's connection loss, the event loop, the app's wake-up, the handler's
+unwinding, the accounts after it), with start-up and the pause's idle turns taken out.
 
 Results: ``bench/results/cancel-counts-<timestamp>.json``; the table is printed (and with
 `--write` replaces the generated block of docs/benchmarks.md).
@@ -144,24 +144,31 @@ def table(counts: dict[str, dict[str, int]]) -> str:
     for http, modes in counts.items():
         floor = modes.get(cancel_latency.FLOOR)
         for mode, n in modes.items():
-            label = "floor" if mode == cancel_latency.FLOOR else f"mcp_asgi, {mode}"
+            label = _LABELS.get(mode, f"mcp_asgi, {mode}")
             ratio = report.fmt(n / floor if floor else None)
             over = f"{n - floor:+,}" if floor and mode != cancel_latency.FLOOR else report.DASH
             lines.append(f"| uvicorn {http} | {label} | {n:,} | {ratio} | {over} |")
     return "\n".join(lines) + "\n"
 
 
+_LABELS = {
+    cancel_latency.FLOOR: "floor",
+    cancel_latency.TASK_FLOOR: "least stop: the tool in a task, `Task.cancel()`",
+}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Instructions per cancel on a real server.")
     parser.add_argument("--http", default="h11", help="h11, httptools, or both")
-    parser.add_argument("--modes", default="floor,json,sse", help="floor, json, sse")
+    modes = (*cancel_latency.FLOOR_KINDS, *cancel_latency.MODES)
+    parser.add_argument("--modes", default=",".join(modes), help=", ".join(modes))
     parser.add_argument("--small", type=int, default=20, help="cancels of the smaller burst")
     parser.add_argument("--large", type=int, default=60, help="cancels of the larger burst")
     parser.add_argument("--write", action="store_true", help="rewrite docs/benchmarks.md")
     args = parser.parse_args(argv)
     kinds, modes = args.http.split(","), args.modes.split(",")
     unknown = [k for k in kinds if k not in SERVERS]
-    unknown += [m for m in modes if m not in (*cancel_latency.MODES, cancel_latency.FLOOR)]
+    unknown += [m for m in modes if m not in (*cancel_latency.MODES, *cancel_latency.FLOOR_KINDS)]
     if unknown or args.large <= args.small:
         parser.error(f"unknown servers or modes: {unknown}, or --large not above --small")
     started = time.time()

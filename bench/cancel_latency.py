@@ -40,6 +40,7 @@ table is also printed.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import itertools
 import json
@@ -80,7 +81,10 @@ if TYPE_CHECKING:
 
 MODES = ("json", "sse")
 FLOOR = "floor"  # a bare ASGI app on the same uvicorn (async and thread kinds): the lower bound
-FLOOR_KINDS = ("async", "thread")
+# the least stop: the async tool in a task of a bare app, cancelled (`Task.cancel`) when its
+# `receive()` returns `http.disconnect` — what stopping the work costs with nothing else
+TASK_FLOOR = "floor-task"
+FLOOR_KINDS = {FLOOR: ("async", "thread"), TASK_FLOOR: ("async",)}
 KINDS = ("async", "thread", "thread-wait", "subprocess", "subprocess-ignores-term")
 TOOLS = {
     "async": "slow",  # `load.mass_cancel` calls `slow`
@@ -125,8 +129,8 @@ class Plan:
 
     @property
     def servers(self) -> tuple[str, ...]:
-        wanted = self.floor and any(kind in FLOOR_KINDS for kind in self.kinds)
-        return self.modes + ((FLOOR,) if wanted else ())
+        floors = (f for f, kinds in FLOOR_KINDS.items() if set(kinds) & set(self.kinds))
+        return self.modes + (tuple(floors) if self.floor else ())
 
 
 # -- the server (its own process) ------------------------------------------------------
@@ -201,12 +205,16 @@ def build_app(log: ExitLog, mode: str, kill_grace: float) -> Any:
     return middleware
 
 
-def floor_app(log: ExitLog) -> ASGIApp:
+def floor_app(log: ExitLog, stop_task: bool = False) -> ASGIApp:
     """The floor: a bare ASGI app on the same uvicorn that logs `start` once it has a
     call's body and `cancel` when `receive()` returns `http.disconnect` — the earliest any
     framework on this server can learn of the close (only `echo` is answered). A call of
     the thread tool also starts a thread that sleeps in 10 ms steps until the disconnect:
-    the load the thread tool puts on the server, without any framework."""
+    the load the thread tool puts on the server, without any framework.
+
+    With `stop_task` (`TASK_FLOOR`), a call of the async tool runs its body (`slow_steps`,
+    which logs) in a task of its own, which the disconnect cancels: the least work that
+    stops a tool, with no reason, deadline or scope."""
 
     async def app(asgi_scope: Scope, receive: Receive, send: Send) -> None:
         if asgi_scope["type"] == "lifespan":
@@ -229,6 +237,9 @@ def floor_app(log: ExitLog) -> ASGIApp:
             await send({"type": "http.response.start", "status": 200, "headers": head})
             await send({"type": "http.response.body", "body": reply})
             return
+        if stop_task and call["params"]["name"] == TOOLS["async"]:
+            await _stop_on_disconnect(log, call["id"], receive)
+            return
         stop = threading.Event()
         if call["params"]["name"] == TOOLS["thread"]:  # the thread tool's load, no framework
             threading.Thread(target=_poll_until, args=(stop,), daemon=True).start()
@@ -239,6 +250,20 @@ def floor_app(log: ExitLog) -> ASGIApp:
         stop.set()
 
     return app
+
+
+async def _stop_on_disconnect(log: ExitLog, request_id: object, receive: Receive) -> None:
+    tool = asyncio.ensure_future(slow_steps(log, request_id, TOOL_SECONDS, _no_progress))
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    log("signal", request_id)
+    tool.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await tool
+
+
+async def _no_progress(step: int, steps: int) -> None:
+    pass
 
 
 def _poll_until(stop: threading.Event) -> None:
@@ -311,7 +336,10 @@ def from_env() -> ASGIApp:
     """The app factory the server is given (`serve` puts its arguments in the environment)."""
     mode, exits, kill_grace, stack = json.loads(os.environ[_ENV])
     log = ExitLog(exits)
-    app = floor_app(log) if mode == FLOOR else build_app(log, mode, kill_grace)
+    if mode in FLOOR_KINDS:
+        app = floor_app(log, stop_task=mode == TASK_FLOOR)
+    else:
+        app = build_app(log, mode, kill_grace)
     return trace_connections(app, log, stack)
 
 
@@ -496,7 +524,7 @@ def measure_mode(
     server = CancelServer(mode, workdir, plan.kill_grace, stack)
     record: dict[str, Any] = {"mode": mode, "server": stack, "round": round_no}
     record["loadavg_before"] = env.loadavg()
-    kinds = tuple(k for k in plan.kinds if mode != FLOOR or k in FLOOR_KINDS)
+    kinds = tuple(k for k in plan.kinds if k in FLOOR_KINDS.get(mode, plan.kinds))
     shift = round_no % max(1, len(kinds))
     kinds = kinds[shift:] + kinds[:shift]
     with run.recording(server, record):
@@ -656,6 +684,9 @@ def table(rows: list[dict[str, Any]], plan: Plan) -> str:
             label = "floor: bare ASGI app awaiting `http.disconnect`"
             label += f", {plan.mass} open" if kind == "mass" else ""
             label += ", and a thread per call in 10 ms sleeps" if kind == "thread" else ""
+        elif row["mode"] == TASK_FLOOR:
+            label = "least stop: bare ASGI app, the tool in a task, cancelled on the disconnect"
+            label += f", {plan.mass} open" if kind == "mass" else ""
         goal = report.DASH if row["goal_p99_ms"] is None else f"≤ {row['goal_p99_ms']:g}"
         never = f" ({row['never']} never)" if row["never"] else ""
         met = {None: report.DASH, True: "yes", False: "**no**"}[row["goal_met"]]
@@ -727,7 +758,7 @@ def main(argv: list[str] | None = None) -> None:
         "--servers", default=servers.DEFAULT, help="ASGI servers, comma-separated, or all"
     )
     parser.add_argument("--server", default=servers.DEFAULT, help=argparse.SUPPRESS)
-    parser.add_argument("--serve", choices=(*MODES, FLOOR), help=argparse.SUPPRESS)
+    parser.add_argument("--serve", choices=(*MODES, *FLOOR_KINDS), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--exits", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

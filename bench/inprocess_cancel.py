@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import subprocess
@@ -113,12 +114,67 @@ def anyio_floor_app(log: targets.ExitLog) -> Any:
     return app
 
 
+def asyncio_floor_app(log: targets.ExitLog) -> Any:
+    """The least any app can do to stop a handler when its client leaves: the `slow`
+    tool's body in a task of its own, cancelled (`Task.cancel`) by the request's task once
+    `http.disconnect` comes; then the 499. No reason, no deadline, no anyio scope."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        await receive()  # the body
+        tool = asyncio.ensure_future(targets.slow_steps(log, None, 30, _no_progress))
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        tool.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await tool
+        await send({"type": "http.response.start", "status": 499, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    return app
+
+
+def callback_floor_app(log: targets.ExitLog) -> Any:
+    """The least any app can do to stop a handler when its client leaves, with no task
+    beside it: the `slow` tool's body run by the request's task, whose `receive()` is
+    stepped by hand so that the disconnect's wake-up cancels that task (`Task.cancel`)."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        await receive()  # the body
+        task = asyncio.current_task()
+        assert task is not None
+        waiting = receive()
+        future = waiting.send(None)  # the future it waits on (this bench's receive has one)
+
+        def woke(_: object) -> None:
+            try:
+                waiting.send(None)
+            except StopIteration as done:
+                if done.value["type"] == "http.disconnect":
+                    task.cancel()
+
+        future.add_done_callback(woke)
+        with contextlib.suppress(asyncio.CancelledError):
+            await targets.slow_steps(log, None, 30, _no_progress)
+        await send({"type": "http.response.start", "status": 499, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    return app
+
+
 async def _no_progress(step: int, steps: int) -> None:
     pass
 
 
 FLOORS: dict[str, Callable[[targets.ExitLog], Any]] = {
     "floor": floor_app,
+    "asyncio": asyncio_floor_app,
+    "callback": callback_floor_app,
     "anyio": anyio_floor_app,
 }
 """The bare app, and the plain anyio app, beside mcp_asgi (each made with its exit log)."""
