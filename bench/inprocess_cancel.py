@@ -21,10 +21,14 @@ how long the burst's last handler waits (`bench.cancel_latency`'s 200 in flight)
   unwinding, in turn);
 * *settled*: from there until every call has returned (the 499s, the accounts).
 
-Two apps beside it: the floor, a bare ASGI app that awaits `http.disconnect` and logs, as
-the cancel-latency bench's floor does; and `anyio`, the plain anyio way to stop a handler
-(the `slow` tool's body in a task group, beside a task that awaits the disconnect and
-cancels the group), which is what a cancel costs before anything mcp_asgi adds or saves.
+Apps beside it: the floor, a bare ASGI app that awaits `http.disconnect` and logs, as
+the cancel-latency bench's floor does; the least stop, the `slow` tool's body stopped with
+nothing else, either in a task that the request's task cancels on the disconnect
+(`asyncio`, the cancel-latency bench's `floor-task`) or run by the request's task itself,
+whose `receive()` is stepped by hand so that the disconnect cancels it (`callback`,
+mcp_asgi's structure); and `anyio`, the plain anyio way to stop a handler (the tool's body
+in a task group, beside a task that awaits the disconnect and cancels the group), which is
+what a cancel costs before anything mcp_asgi adds or saves.
 """
 
 from __future__ import annotations
@@ -161,6 +165,7 @@ def callback_floor_app(log: targets.ExitLog) -> Any:
         future.add_done_callback(woke)
         with contextlib.suppress(asyncio.CancelledError):
             await targets.slow_steps(log, None, 30, _no_progress)
+        await asyncio.sleep(0)  # the 499 on a later turn, as mcp_asgi's (the next stop first)
         await send({"type": "http.response.start", "status": 499, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
