@@ -59,6 +59,8 @@ class TaskRun:
         self.record: TaskRecord | None = None
         """The record as first stored (None until then, or if storing failed)."""
         self.final_written = False
+        self.lost_said = False
+        """A WARNING has said that the task was failed as lost (one line for one loss)."""
         # one-shot events made lazily: most are never waited for, and a task lives long
         self.done = LazyEvent()
         """The handler exited (or was given up as an orphan)."""

@@ -270,7 +270,9 @@ class TaskSupervisor:
                 delay = min(2 * delay, self._settings.lease / 3)
                 continue
             run.final_written = True
-            if final is not None and final.lost:  # (apply_outcome leaves a terminal record)
+            # (apply_outcome leaves a terminal record; a loss a renewal found is said already)
+            if final is not None and final.lost and not run.lost_said:
+                run.lost_said = True
                 logger.warning(
                     "task %s ended, but its outcome was not stored: the task had already "
                     "been failed as lost (its lease, %gs, ran out first)",
@@ -307,7 +309,8 @@ class TaskSupervisor:
         if run.done.is_set():
             return
         if record is None or record.terminal:
-            if record is not None and record.lost:
+            if record is not None and record.lost and not run.lost_said:
+                run.lost_said = True
                 logger.warning(
                     "task %s failed as lost while this replica still ran it: its lease "
                     "(%gs) ran out before a renewal (the event loop blocked, or Redis slow, "

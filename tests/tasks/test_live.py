@@ -188,13 +188,13 @@ async def test_a_shutdown_ends_an_outcome_waiting_for_the_store(
     assert len(refused) == tried
 
 
-async def test_a_task_found_lost_while_it_runs_is_stopped_and_said(
+async def test_a_task_found_lost_while_it_runs_is_stopped_and_said_once(
     seen: Seen, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Its lease renewals do not get through (the store refuses them) until a reader fails
     the task as lost: the replica still running it cancels the work (timeout) at its next
-    renewal and logs a WARNING naming the task; the cancelled work's outcome, which can no
-    longer be stored, is said too."""
+    renewal and logs a WARNING naming the task — one line: the cancelled work's outcome,
+    which then finds the task lost, says nothing more."""
     caplog.set_level(logging.WARNING, logger="mcp_asgi.tasks")
     refusing = False
     refused = refuse_writes(
@@ -211,14 +211,51 @@ async def test_a_task_found_lost_while_it_runs_is_stopped_and_said(
         assert lost["status"] == "failed", lost
         assert lost["error"]["data"] == {"reason": "worker_lost"}
         await eventually(lambda: "lost" in seen.reasons, what="the work to stop")
+        # the shutdown waits for the stopped work's outcome to be written
+    assert seen.reasons["lost"] is CancelReason.TIMEOUT
+    said = [r.getMessage() for r in caplog.records if r.name == "mcp_asgi.tasks"]
+    said = [m for m in said if f"task {task_id} " in m]
+    assert len(said) == 1, said
+    assert f"task {task_id} failed as lost while this replica still ran it" in said[0]
+
+
+async def test_an_outcome_that_finds_its_task_lost_is_said(
+    seen: Seen, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The work ends while the store refuses both its renewals and its outcome (retried);
+    a reader fails the task as lost meanwhile; when the outcome gets through it finds the
+    task lost: one WARNING naming the task, from the outcome (no renewal is left to see
+    it: the work is over)."""
+    caplog.set_level(logging.WARNING, logger="mcp_asgi.tasks")
+    refusing = False
+    outcomes: list[str] = []
+
+    def refused_if(record: dict[str, Any], expected: bytes | None) -> bool:
+        if refusing and record["status"] == "completed":
+            outcomes.append(record["status"])
+        return refusing and record["status"] in ("working", "completed")
+
+    refuse_writes(monkeypatch, refused_if)
+    with serve(task_app(seen, task_lease=0.3), timeout_graceful_shutdown=1) as live:
+        client = TaskClient(live.url)
+        task_id = await client.start("sleepy", seconds=0.2, label="ended")
+        refusing = True
+        # the outcome refused for longer than the lease (retried every lease/3 at most)
+        await eventually(lambda: len(outcomes) >= 5, what="the outcome refused past the lease")
+        lost = await client.get(task_id)  # a reader finds the lease run out
+        assert lost["status"] == "failed", lost
+        assert lost["error"]["data"] == {"reason": "worker_lost"}
+        refusing = False
         await eventually(
             lambda: any("outcome was not stored" in r.getMessage() for r in caplog.records),
             what="the outcome's warning",
         )
-    assert seen.reasons["lost"] is CancelReason.TIMEOUT
-    warnings = [r.getMessage() for r in caplog.records if r.name == "mcp_asgi.tasks"]
-    assert any(f"task {task_id} failed as lost while this replica" in m for m in warnings)
-    assert any(f"task {task_id} ended, but its outcome was not stored" in m for m in warnings)
+        assert (await client.get(task_id))["status"] == "failed"  # the loss stands
+    assert seen.reasons["ended"] is None  # the work ran to its end
+    said = [r.getMessage() for r in caplog.records if r.name == "mcp_asgi.tasks"]
+    said = [m for m in said if f"task {task_id} " in m]
+    assert len(said) == 1, said
+    assert f"task {task_id} ended, but its outcome was not stored" in said[0]
 
 
 async def test_server_shutdown_cancels_running_tasks(seen: Seen) -> None:
