@@ -295,7 +295,8 @@ class McpMiddleware:
                     self._limits.check_rate(client)  # 429
                     await sessions.serve_session(asgi_scope, headers, receive, send)
                     return
-                admitted = self._limits.admit(client)  # 429: its rate, its requests in flight
+                # 429: its rate, its requests in flight (nothing to ask with no limit on)
+                admitted = self._limits_requests and self._limits.admit(client)
                 body = await read_body(
                     headers, receive, self._max_body_bytes, within=self._read_timeout, task=task
                 )

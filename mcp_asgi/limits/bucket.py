@@ -9,63 +9,65 @@ _SWEEP_ABOVE: Final = 4096  # clients remembered before full buckets are forgott
 
 
 class Buckets:
-    """`rate` tokens a second, at most `burst` saved, one bucket per client key."""
+    """`rate` tokens a second, at most `burst` saved, one bucket per client key.
+
+    A bucket is kept as the one time at which it will be full again (a client not in the
+    table has a full bucket): taking a token moves that time on by 1/`rate`, and the
+    bucket holds `burst - (full_at - now) * rate` tokens. One float a client, written in
+    place, where tokens and the time they were counted would be a new pair each request.
+    """
 
     def __init__(self, *, rate: float, burst: int, clock: Callable[[], float]) -> None:
+        if rate <= 0 or burst < 1:
+            raise ValueError("a bucket needs a positive rate and a burst of at least 1")
         self._rate = rate
         self._burst = float(burst)
+        self._interval = 1.0 / rate  # the time one token takes to come back
+        self._slack = (burst - 1) / rate  # how far ahead full_at may be and a token be left
         self._clock = clock
-        self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, at)
+        self._full_at: dict[str, float] = {}  # key -> when its bucket is full again
         self._next_sweep = 0.0
 
     def __len__(self) -> int:
-        return len(self._buckets)
+        return len(self._full_at)
 
     def take(self, key: str) -> float:
         """Take one token for `key`: 0.0 when there was one, else the seconds until
         there will be (nothing is taken then)."""
         now = self._clock()
-        buckets = self._buckets
-        # `_level`, inline (this runs for every request)
-        saved = buckets.get(key)
-        if saved is None:
-            tokens = self._burst
-        else:
-            tokens = saved[0] + (now - saved[1]) * self._rate
-            if tokens > self._burst:
-                tokens = self._burst
-        if tokens < 1.0:
-            buckets[key] = (tokens, now)
-            return (1.0 - tokens) / self._rate
-        buckets[key] = (tokens - 1.0, now)
-        if len(buckets) > _SWEEP_ABOVE and now >= self._next_sweep:
-            self._sweep(now)
+        table = self._full_at
+        full_at = table.get(key)
+        if full_at is None:  # a full bucket: a burst of at least 1 has a token
+            if len(table) >= _SWEEP_ABOVE and now >= self._next_sweep:
+                self._sweep(now)
+            full_at = now
+        elif full_at < now:
+            full_at = now
+        elif full_at - self._slack > now:  # less than one token left
+            return full_at - self._slack - now
+        table[key] = full_at + self._interval
         return 0.0
 
     def level(self, key: str) -> float:
         """The tokens in `key`'s bucket now (nothing is taken)."""
-        return self._level(key, self._clock())
+        now = self._clock()
+        full_at = self._full_at.get(key, now)
+        return self._burst - max(0.0, full_at - now) * self._rate
 
     def charge(self, key: str, tokens: float) -> None:
         """Take `tokens` from `key`'s bucket whatever it holds (it may go below empty: the
         client then waits until the rate has filled it back above one token)."""
         now = self._clock()
-        self._buckets[key] = (self._level(key, now) - tokens, now)
-        if len(self._buckets) > _SWEEP_ABOVE and now >= self._next_sweep:
-            self._sweep(now)
-
-    def _level(self, key: str, now: float) -> float:
-        """The tokens in `key`'s bucket at `now` (full for a client not seen)."""
-        tokens, at = self._buckets.get(key, (self._burst, now))
-        return min(self._burst, tokens + (now - at) * self._rate)
+        table = self._full_at
+        full_at = table.get(key)
+        if full_at is None:
+            if len(table) >= _SWEEP_ABOVE and now >= self._next_sweep:
+                self._sweep(now)
+            full_at = now
+        table[key] = max(now, full_at) + tokens / self._rate
 
     def _sweep(self, now: float) -> None:
         """Forget the clients whose bucket has filled up again (they are as if new);
         at most once a second, so the cost is spread over many requests."""
         self._next_sweep = now + 1.0
-        full = self._burst
-        self._buckets = {
-            key: (tokens, at)
-            for key, (tokens, at) in self._buckets.items()
-            if tokens + (now - at) * self._rate < full
-        }
+        self._full_at = {key: full_at for key, full_at in self._full_at.items() if full_at > now}

@@ -153,9 +153,13 @@ class ClientLimits:
             "tasks": tasks,
         }
         self._held: dict[Kind, dict[str, int]] = {kind: {} for kind in self._limits}
+        # every POST's: its requests in flight, without a look-up by kind
+        self._requests_limit = requests
+        self._requests_held = self._held["requests"]
         self._retry_sessions_after = retry_sessions_after
         self._ipv4_prefix = ipv4_prefix
         self._ipv6_prefix = ipv6_prefix
+        self._whole_ipv4 = ipv4_prefix == 32  # an IPv4 address is its own key
 
     @property
     def limits_requests(self) -> bool:
@@ -169,7 +173,7 @@ class ClientLimits:
         client = asgi_scope.get("client")
         if (
             client
-            and self._ipv4_prefix == 32
+            and self._whole_ipv4
             and PRINCIPAL_KEY not in asgi_scope
             and "user" not in asgi_scope
             and "auth" not in asgi_scope
@@ -210,14 +214,28 @@ class ClientLimits:
         more request held; 429 when either is at its limit. True when a request is held
         (`leave(key)` gives it back once the request is over), False when requests in
         flight are not limited (`hold("requests")` without a `Hold`: every POST's)."""
-        buckets = self._buckets  # `check_rate`, written out: this is every POST's
+        # `check_rate` and `_count_in("requests", key)`, written out: this is every POST's
+        buckets = self._buckets
         if buckets is not None and (wait := buckets.take(key)):
             raise _rate_refused(wait)
-        return self._count_in("requests", key) is not None
+        limit = self._requests_limit
+        if limit is None:
+            return False
+        counts = self._requests_held
+        count = counts.get(key, 0)
+        if count >= limit:
+            self._refuse_if_full("requests", key)
+        counts[key] = count + 1
+        return True
 
     def leave(self, key: str) -> None:
         """A request `admit` held is over."""
-        _give_back(self._held["requests"], key)
+        counts = self._requests_held  # `_give_back`, written out
+        left = counts[key] - 1
+        if left:
+            counts[key] = left
+        else:
+            del counts[key]
 
     def _count_in(self, kind: Kind, key: str) -> dict[str, int] | None:
         """Count one more `kind` for client `key` (429 at its limit): the counts it is in,

@@ -13,6 +13,7 @@ from starlette.authentication import SimpleUser
 
 from mcp_asgi import McpSettings
 from mcp_asgi.limits import ClientLimits, TooManyRequests, client_key
+from mcp_asgi.limits.bucket import Buckets
 from mcp_asgi.telemetry import names as a
 from mcp_asgi.testing import McpResponse, McpTestClient, serve
 
@@ -217,6 +218,33 @@ def test_buckets_refill_and_idle_clients_are_forgotten() -> None:
     clock.now += 10
     limits.check_rate("last")
     assert len(limits._buckets or ()) < 10
+
+
+def test_a_bucket_gives_its_burst_at_once_then_one_token_per_interval() -> None:
+    """`burst` tokens at once; then a refusal says how long until the next (nothing taken);
+    the level counts the tokens back at `rate`, never above `burst`."""
+    clock = Clock(100.0)
+    buckets = Buckets(rate=4.0, burst=3, clock=clock)
+    assert buckets.level("a") == 3.0
+    assert [buckets.take("a") for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert buckets.level("a") == 0.0
+    assert buckets.take("a") == 0.25  # refused: one token back in a quarter of a second
+    assert buckets.take("a") == 0.25  # and the refusal took nothing
+    clock.now += 0.5
+    assert buckets.level("a") == 2.0
+    assert buckets.take("a") == 0.0
+    clock.now += 60
+    assert buckets.level("a") == 3.0  # full, not more
+    buckets.charge("a", 5)  # 3 - 5: two below empty, 0.75 s until one token is back
+    assert buckets.take("a") == 0.75
+    assert buckets.level("b") == 3.0  # another key's bucket is its own
+
+
+def test_a_bucket_without_rate_or_burst_is_refused() -> None:
+    """A bucket that could never give a token is a mistake, not a silent refusal of all."""
+    for rate, burst in ((0.0, 1), (-1.0, 1), (1.0, 0)):
+        with pytest.raises(ValueError, match="positive rate"):
+            Buckets(rate=rate, burst=burst, clock=Clock(0.0))
 
 
 def test_a_charge_puts_the_bucket_in_debt_until_the_rate_pays_it_back() -> None:
