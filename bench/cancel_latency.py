@@ -40,7 +40,6 @@ table is also printed.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import itertools
 import json
@@ -74,6 +73,7 @@ from .targets import (
     _record_signals,
     sleep_steps_sync,
     slow_steps,
+    stop_on_disconnect,
 )
 
 if TYPE_CHECKING:
@@ -238,7 +238,7 @@ def floor_app(log: ExitLog, stop_task: bool = False) -> ASGIApp:
             await send({"type": "http.response.body", "body": reply})
             return
         if stop_task and call["params"]["name"] == TOOLS["async"]:
-            await _stop_on_disconnect(log, call["id"], receive)
+            await stop_on_disconnect(log, call["id"], receive, TOOL_SECONDS)
             return
         stop = threading.Event()
         if call["params"]["name"] == TOOLS["thread"]:  # the thread tool's load, no framework
@@ -250,20 +250,6 @@ def floor_app(log: ExitLog, stop_task: bool = False) -> ASGIApp:
         stop.set()
 
     return app
-
-
-async def _stop_on_disconnect(log: ExitLog, request_id: object, receive: Receive) -> None:
-    tool = asyncio.ensure_future(slow_steps(log, request_id, TOOL_SECONDS, _no_progress))
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    log("signal", request_id)
-    tool.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await tool
-
-
-async def _no_progress(step: int, steps: int) -> None:
-    pass
 
 
 def _poll_until(stop: threading.Event) -> None:
@@ -658,27 +644,26 @@ def relative_goals(rows: list[dict[str, Any]], plan: Plan) -> None:
     rounds of the row's p99 less that round's floor p99), as `bench.stacks` reads its
     ratios; a burst's closes share one moment of the machine's load, so one slow round
     sets a pooled p99, and the floor's slow round need not be the target's."""
-    floor_rows = {
+    floors = {
         (r["server"], r["kind"]): r
         for r in rows
         if r["mode"] == FLOOR and r["concurrency"] == plan.burst
     }
-    floors = {where: r["p99_ms"] for where, r in floor_rows.items()}
     for row in rows:
         if row["mode"] == FLOOR or row["concurrency"] != plan.burst or row["kind"] == "mass":
             continue
         if row["kind"] == "async":
-            floor, over = floors.get((row["server"], "async")), GOAL_BURST_ASYNC_OVER_FLOOR
+            floor_row, over = floors.get((row["server"], "async")), GOAL_BURST_ASYNC_OVER_FLOOR
         elif row["kind"].startswith("thread"):
-            floor, over = floors.get((row["server"], "thread")), GOAL_BURST_THREAD_OVER_FLOOR
+            floor_row, over = floors.get((row["server"], "thread")), GOAL_BURST_THREAD_OVER_FLOOR
         else:
             continue
+        floor = None if floor_row is None else floor_row["p99_ms"]
         goal = None if floor is None else floor + over
         row["goal_p99_ms"] = None if goal is None else round(goal, 2)
         p99 = row["p99_ms"]
         row["goal_met"] = None if goal is None or p99 is None else p99 <= goal and not row["never"]
-        floor_row = floor_rows.get((row["server"], "async" if row["kind"] == "async" else "thread"))
-        paired = _paired_over(row, floor_row) if floor_row else None
+        paired = None if floor_row is None else _paired_over(row, floor_row)
         row["paired_over_ms"] = paired
         row["paired_met"] = None if paired is None else paired <= over and not row["never"]
 

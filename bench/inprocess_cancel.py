@@ -111,7 +111,7 @@ def anyio_floor_app(log: targets.ExitLog) -> Any:
 
         async with anyio.create_task_group() as group:
             group.start_soon(watch, group)
-            await targets.slow_steps(log, None, 30, _no_progress)
+            await targets.slow_steps(log, None, 30, targets.no_progress)
         await send({"type": "http.response.start", "status": 499, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
@@ -121,19 +121,15 @@ def anyio_floor_app(log: targets.ExitLog) -> Any:
 def asyncio_floor_app(log: targets.ExitLog) -> Any:
     """The least any app can do to stop a handler when its client leaves: the `slow`
     tool's body in a task of its own, cancelled (`Task.cancel`) by the request's task once
-    `http.disconnect` comes; then the 499. No reason, no deadline, no anyio scope."""
+    `http.disconnect` comes (`targets.stop_on_disconnect`, as `bench.cancel_latency`'s
+    least stop); then the 499. No reason, no deadline, no anyio scope."""
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
             return
         await receive()  # the body
-        tool = asyncio.ensure_future(targets.slow_steps(log, None, 30, _no_progress))
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        tool.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await tool
+        await targets.stop_on_disconnect(log, None, receive, 30)
         await send({"type": "http.response.start", "status": 499, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
@@ -164,16 +160,12 @@ def callback_floor_app(log: targets.ExitLog) -> Any:
 
         future.add_done_callback(woke)
         with contextlib.suppress(asyncio.CancelledError):
-            await targets.slow_steps(log, None, 30, _no_progress)
+            await targets.slow_steps(log, None, 30, targets.no_progress)
         await asyncio.sleep(0)  # the 499 on a later turn, as mcp_asgi's (the next stop first)
         await send({"type": "http.response.start", "status": 499, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
     return app
-
-
-async def _no_progress(step: int, steps: int) -> None:
-    pass
 
 
 FLOORS: dict[str, Callable[[targets.ExitLog], Any]] = {
@@ -182,7 +174,8 @@ FLOORS: dict[str, Callable[[targets.ExitLog], Any]] = {
     "callback": callback_floor_app,
     "anyio": anyio_floor_app,
 }
-"""The bare app, and the plain anyio app, beside mcp_asgi (each made with its exit log)."""
+"""The bare app, the least stops and the plain anyio app, beside mcp_asgi (each made with
+its exit log)."""
 
 
 def build(target: str, log: targets.ExitLog) -> Any:

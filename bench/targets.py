@@ -21,6 +21,8 @@ driver can subtract its own close time from the tool's exit time.
 """
 
 import argparse
+import asyncio
+import contextlib
 import json
 import math
 import os
@@ -114,6 +116,25 @@ async def slow_steps(
         raise
     log("done", request_id)
     return "done"
+
+
+async def no_progress(step: int, steps: int) -> None:
+    """A `slow_steps` progress report that reports nothing (the bare apps')."""
+
+
+async def stop_on_disconnect(
+    log: ExitLog, request_id: object, receive: Callable[[], Awaitable[Any]], seconds: float
+) -> None:
+    """The least stop (the cancel benches' bare app beside their floor): `slow_steps` in a
+    task of its own, cancelled (`Task.cancel`) once `receive()` returns `http.disconnect`
+    (logged as its `signal`) — no reason, no deadline, no scope."""
+    tool = asyncio.ensure_future(slow_steps(log, request_id, seconds, no_progress))
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    log("signal", request_id)
+    tool.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await tool
 
 
 def sleep_steps_sync(

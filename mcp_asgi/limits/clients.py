@@ -214,28 +214,19 @@ class ClientLimits:
         more request held; 429 when either is at its limit. True when a request is held
         (`leave(key)` gives it back once the request is over), False when requests in
         flight are not limited (`hold("requests")` without a `Hold`: every POST's)."""
-        # `check_rate` and `_count_in("requests", key)`, written out: this is every POST's
+        # `check_rate`, written out, and the count without the look-ups by kind: every POST's
         buckets = self._buckets
         if buckets is not None and (wait := buckets.take(key)):
             raise _rate_refused(wait)
         limit = self._requests_limit
         if limit is None:
             return False
-        counts = self._requests_held
-        count = counts.get(key, 0)
-        if count >= limit:
-            self._refuse_if_full("requests", key)
-        counts[key] = count + 1
+        self._count(self._requests_held, limit, "requests", key)
         return True
 
     def leave(self, key: str) -> None:
         """A request `admit` held is over."""
-        counts = self._requests_held  # `_give_back`, written out
-        left = counts[key] - 1
-        if left:
-            counts[key] = left
-        else:
-            del counts[key]
+        _give_back(self._requests_held, key)
 
     def _count_in(self, kind: Kind, key: str) -> dict[str, int] | None:
         """Count one more `kind` for client `key` (429 at its limit): the counts it is in,
@@ -244,11 +235,15 @@ class ClientLimits:
         if limit is None:
             return None
         counts = self._held[kind]
+        self._count(counts, limit, kind, key)
+        return counts
+
+    def _count(self, counts: dict[str, int], limit: int, kind: Kind, key: str) -> None:
+        """One more in `counts` (of `kind`) for client `key`; 429 at `limit`."""
         count = counts.get(key, 0)
         if count >= limit:  # `_refuse_if_full`'s refusal
             self._refuse_if_full(kind, key)
         counts[key] = count + 1
-        return counts
 
     def _refuse_if_full(self, kind: Kind, key: str) -> int:
         """How many of `kind` client `key` holds; 429 when that is its limit."""

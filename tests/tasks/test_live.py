@@ -213,8 +213,7 @@ async def test_a_task_found_lost_while_it_runs_is_stopped_and_said_once(
         await eventually(lambda: "lost" in seen.reasons, what="the work to stop")
         # the shutdown waits for the stopped work's outcome to be written
     assert seen.reasons["lost"] is CancelReason.TIMEOUT
-    said = [r.getMessage() for r in caplog.records if r.name == "mcp_asgi.tasks"]
-    said = [m for m in said if f"task {task_id} " in m]
+    said = said_of(caplog, task_id)
     assert len(said) == 1, said
     assert f"task {task_id} failed as lost while this replica still ran it" in said[0]
 
@@ -228,12 +227,14 @@ async def test_an_outcome_that_finds_its_task_lost_is_said(
     it: the work is over)."""
     caplog.set_level(logging.WARNING, logger="mcp_asgi.tasks")
     refusing = False
-    outcomes: list[str] = []
+    outcomes_refused = 0
 
     def refused_if(record: dict[str, Any], expected: bytes | None) -> bool:
-        if refusing and record["status"] == "completed":
-            outcomes.append(record["status"])
-        return refusing and record["status"] in ("working", "completed")
+        nonlocal outcomes_refused
+        if not refusing:
+            return False
+        outcomes_refused += record["status"] == "completed"
+        return record["status"] in ("working", "completed")
 
     refuse_writes(monkeypatch, refused_if)
     with serve(task_app(seen, task_lease=0.3), timeout_graceful_shutdown=1) as live:
@@ -241,7 +242,7 @@ async def test_an_outcome_that_finds_its_task_lost_is_said(
         task_id = await client.start("sleepy", seconds=0.2, label="ended")
         refusing = True
         # the outcome refused for longer than the lease (retried every lease/3 at most)
-        await eventually(lambda: len(outcomes) >= 5, what="the outcome refused past the lease")
+        await eventually(lambda: outcomes_refused >= 5, what="the outcome refused past the lease")
         lost = await client.get(task_id)  # a reader finds the lease run out
         assert lost["status"] == "failed", lost
         assert lost["error"]["data"] == {"reason": "worker_lost"}
@@ -252,10 +253,15 @@ async def test_an_outcome_that_finds_its_task_lost_is_said(
         )
         assert (await client.get(task_id))["status"] == "failed"  # the loss stands
     assert seen.reasons["ended"] is None  # the work ran to its end
-    said = [r.getMessage() for r in caplog.records if r.name == "mcp_asgi.tasks"]
-    said = [m for m in said if f"task {task_id} " in m]
+    said = said_of(caplog, task_id)
     assert len(said) == 1, said
     assert f"task {task_id} ended, but its outcome was not stored" in said[0]
+
+
+def said_of(caplog: pytest.LogCaptureFixture, task_id: str) -> list[str]:
+    """What mcp_asgi.tasks logged of the task `task_id`."""
+    said = [r.getMessage() for r in caplog.records if r.name == "mcp_asgi.tasks"]
+    return [message for message in said if f"task {task_id} " in message]
 
 
 async def test_server_shutdown_cancels_running_tasks(seen: Seen) -> None:
