@@ -49,11 +49,12 @@ async def test_a_client_over_its_rate_is_told_when_to_come_back(otel: Otel) -> N
     assert otel.total(a.LIMITS_REFUSED, {a.LIMIT: "rate_limit"}) == 1
 
 
-async def test_requests_in_flight_are_bounded_per_client() -> None:
-    """max_requests_per_client=2: a third concurrent call is 429; once one ends, a new
-    call passes."""
+@pytest.mark.parametrize("mode", ["json", "sse"])
+async def test_requests_in_flight_are_bounded_per_client(mode: str) -> None:
+    """max_requests_per_client=2: a third concurrent call is 429; once one ends (its
+    client gone, the disconnect seen in either response mode), a new call passes."""
     seen = Seen()
-    with serve(limits_app(seen, max_requests_per_client=2)) as live:
+    with serve(limits_app(seen, max_requests_per_client=2, response_mode=mode)) as live:
         client = McpTestClient(live.url + "/mcp")
         async with (
             client.stream("tools/call", {"name": "slow", "arguments": {"seconds": 30}}) as one,
