@@ -163,6 +163,7 @@ bench: $(STAMP) $(DOWNSTREAM_STAMP)  ## the full benchmark run (long): the peers
 	$(BIN)/python -m bench.downstream
 	$(BIN)/python -m bench.instructions --write
 	$(BIN)/python -m bench.server_counts --write
+	$(BIN)/python -m bench.compiled --write
 	$(BIN)/python -m bench.cancel_counts --http h11,httptools --write
 
 bench-quick: $(STAMP) $(DOWNSTREAM_STAMP)  ## a few minutes

@@ -50,6 +50,13 @@ PEER_DISTS = [
 ]
 
 
+def import_path(code: Path) -> str:
+    """`PYTHONPATH` of a process run in `code` (its working directory, so first on its path)
+    that imports `mcp_asgi` from there and `bench` from this tree: `code` is the tree
+    itself, or a copy of its `mcp_asgi` (`bench.compiled`)."""
+    return os.pathsep.join(dict.fromkeys([str(code), str(ROOT)]))
+
+
 def log(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from . import features, report
+from .env import import_path
 
 ROOT, RESULTS = report.ROOT, report.RESULTS
 GOALS: dict[str, float] = {
@@ -39,9 +40,10 @@ GOALS: dict[str, float] = {
 _TOTALS = re.compile(r"^totals: (\d+)", re.MULTILINE)
 
 
-def count(case: str, batches: list[int]) -> list[int]:
+def count(case: str, batches: list[int], code: Path = ROOT) -> list[int]:
     """Instructions of each batch of requests of `python -m bench.features CASE BATCH...`
-    under callgrind (its dumps after the warm-up and after each batch)."""
+    under callgrind (its dumps after the warm-up and after each batch), `mcp_asgi` imported
+    from `code` (`env.import_path`)."""
     with tempfile.TemporaryDirectory() as tmp:
         command = [
             "nice",
@@ -58,10 +60,10 @@ def count(case: str, batches: list[int]) -> list[int]:
         env = {
             **os.environ,
             "PYTHONHASHSEED": "0",
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": import_path(code),
             features.MARKS_ENV: "1",
         }
-        done = subprocess.run(command, capture_output=True, cwd=ROOT, env=env, check=False)
+        done = subprocess.run(command, capture_output=True, cwd=code, env=env, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"{case} {batches} failed:\n{done.stderr.decode()[-3000:]}")
         # out.1 is start-up and warm-up; out.2... one batch each
@@ -69,8 +71,8 @@ def count(case: str, batches: list[int]) -> list[int]:
     return [int(_TOTALS.search(dump).group(1)) for dump in dumps]  # type: ignore[union-attr]
 
 
-def per_request(case: str, short: int, long: int) -> dict[str, Any]:
-    low, high = count(case, [short, long])
+def per_request(case: str, short: int, long: int, code: Path = ROOT) -> dict[str, Any]:
+    low, high = count(case, [short, long], code)
     return {
         "case": case,
         "label": features.CASES[case].label,
@@ -80,9 +82,11 @@ def per_request(case: str, short: int, long: int) -> dict[str, Any]:
     }
 
 
-def measure(cases: list[str], short: int, long: int, jobs: int) -> dict[str, dict[str, Any]]:
+def measure(
+    cases: list[str], short: int, long: int, jobs: int, code: Path = ROOT
+) -> dict[str, dict[str, Any]]:
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        rows = list(pool.map(lambda case: per_request(case, short, long), cases))
+        rows = list(pool.map(lambda case: per_request(case, short, long, code), cases))
     return {row["case"]: row for row in rows}
 
 

@@ -96,7 +96,8 @@ def free_port() -> int:
 
 
 class Server:
-    """One target's server process (uvicorn h11 unless `server` names another)."""
+    """One target's server process (uvicorn h11 unless `server` names another), importing
+    `mcp_asgi` from `code` (`env.import_path`)."""
 
     def __init__(
         self,
@@ -104,8 +105,10 @@ class Server:
         workdir: Path,
         cprofile: Path | None = None,
         server: str = servers.DEFAULT,
+        code: Path = env.ROOT,
     ) -> None:
         self.target = target
+        self.code = code
         self.cprofile = cprofile
         self.server = server
         self.port = free_port()
@@ -133,7 +136,10 @@ class Server:
         with open(self.log_path, "wb") as out:
             self.proc = subprocess.Popen(
                 command,
-                cwd=env.ROOT,
+                cwd=self.code,
+                env=None  # (a copy's `mcp_asgi` first on the path: `bench.compiled`)
+                if self.code == env.ROOT
+                else {**os.environ, "PYTHONPATH": env.import_path(self.code)},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a group: a server's workers go with it

@@ -6,6 +6,7 @@ instruction ratio of `bench.instructions`).
     python -m bench.server_counts                       # httptools and h11: floor, mcp_asgi
     python -m bench.server_counts --http h11 --targets starlette-floor,mcp_asgi
     python -m bench.server_counts --write               # and rewrite docs/benchmarks.md's table
+    python -m bench.server_counts --keep /tmp/dumps     # keep the dumps: callgrind_annotate
 
 Each target is served by uvicorn in a process of its own under
 `valgrind --tool=callgrind --cache-sim=yes --branch-sim=yes` (uvicorn started in that
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from . import features, load, report, run, targets
+from .env import import_path
 
 ROOT, RESULTS = report.ROOT, report.RESULTS
 _EVENTS = re.compile(r"^events: (.+)$", re.MULTILINE)
@@ -109,8 +111,18 @@ def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
     raise RuntimeError("the server did not start")
 
 
-def count(target: str, http: str, warm_up: int, requests: int, clients: int) -> dict[str, float]:
-    """Per request, every event callgrind counted in the server serving `target`."""
+def count(
+    target: str,
+    http: str,
+    warm_up: int,
+    requests: int,
+    clients: int,
+    code: Path = ROOT,
+    keep: Path | None = None,
+) -> dict[str, float]:
+    """Per request, every event callgrind counted in the server serving `target`, its
+    `mcp_asgi` imported from `code` (`env.import_path`); the measured requests' dump kept
+    in `keep` (as `<target>-<http>.callgrind`, for `callgrind_annotate`) if given."""
     port = run.free_port()
     with tempfile.TemporaryDirectory() as tmp:
         command = [
@@ -134,10 +146,10 @@ def count(target: str, http: str, warm_up: int, requests: int, clients: int) -> 
             "--requests",
             str(requests),
         ]
-        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": import_path(code)}
         env[features.MARKS_ENV] = "1"
         server = subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            command, cwd=code, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
         try:
             _wait_listening(port, server)
@@ -154,6 +166,9 @@ def count(target: str, http: str, warm_up: int, requests: int, clients: int) -> 
             server.terminate()
             server.wait(60)
         dump = Path(f"{tmp}/out.2").read_text()  # out.1: up to the warm-up's end
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        (keep / f"{target}-{http}.callgrind").write_text(dump)
     names = _EVENTS.search(dump).group(1).split()  # type: ignore[union-attr]
     values = [int(v) for v in _TOTALS.search(dump).group(1).split()]  # type: ignore[union-attr]
     return {name: value / requests for name, value in zip(names, values, strict=False)}
@@ -198,6 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, default=800)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--write", action="store_true", help="rewrite docs/benchmarks.md")
+    parser.add_argument("--keep", type=Path, help="keep each server's dump in this folder")
     parser.add_argument("--serve", help=argparse.SUPPRESS)  # (in the server's process)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -220,6 +236,7 @@ def main(argv: list[str] | None = None) -> None:
                 warm_up=args.warm_up,
                 requests=args.requests,
                 clients=args.clients,
+                keep=args.keep,
             ),
             http,
         )
