@@ -128,6 +128,8 @@ def throughput(copy: Path, rounds: int, seconds: float) -> dict[str, Any]:
                     proc = procs[name]
                     before = servers.process_cpu(proc.pid)
                     result = load.run_wrk(proc.port, seconds)
+                    if result["errors"]:  # (an error answered fast would pass for speed)
+                        raise SystemExit(f"{name}: {result['errors']} errors under load")
                     cpu[name].append(
                         1000 * (servers.process_cpu(proc.pid) - before) / result["requests"]
                     )
