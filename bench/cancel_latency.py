@@ -47,7 +47,6 @@ import os
 import re
 import shlex
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -126,6 +125,7 @@ class Plan:
     kinds: tuple[str, ...]
     floor: bool  # also measure the bare-ASGI floor (async kind, bursts, mass)
     stacks: tuple[str, ...] = (servers.DEFAULT,)  # the ASGI servers (`bench.servers`)
+    code: str = ""  # where mcp_asgi's modes import it from (`bench.compiled --build`); "": here
 
     @property
     def servers(self) -> tuple[str, ...]:
@@ -338,9 +338,11 @@ def serve(mode: str, port: int, exits: str, kill_grace: float, stack: str) -> No
 class CancelServer(run.Server):
     """`run.Server` (free port, exits file, SIGINT stop), started as this module's server."""
 
-    def __init__(self, mode: str, workdir: Path, kill_grace: float, stack: str) -> None:
+    def __init__(
+        self, mode: str, workdir: Path, kill_grace: float, stack: str, code: Path = env.ROOT
+    ) -> None:
         target = run.Target(f"cancel-{mode}", f"mcp_asgi {mode}", False, mode, frozenset())
-        super().__init__(target, workdir, server=stack)
+        super().__init__(target, workdir, server=stack, code=code)
         self.mode = mode
         self.kill_grace = kill_grace
 
@@ -349,14 +351,8 @@ class CancelServer(run.Server):
         command += ["--port", str(self.port), "--exits", str(self.exits_path)]
         command += ["--kill-grace", str(self.kill_grace), "--server", self.server]
         started = time.monotonic()
-        with open(self.log_path, "wb") as out:
-            self.proc = subprocess.Popen(
-                command,
-                cwd=env.ROOT,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # a group: a server's workers go with it
-            )
+        self.spawn(command)
+        assert self.proc is not None
         deadline = time.monotonic() + 60
         while True:  # as run.Server, but give up at once if the server process died
             try:
@@ -507,7 +503,8 @@ def measure_mode(
     """One server (`stack`) in `mode`: every kind at concurrency 1 and `plan.burst`, then
     the mass cancel; kinds in an order that rotates with the round (the floor: async and
     thread only)."""
-    server = CancelServer(mode, workdir, plan.kill_grace, stack)
+    code = Path(plan.code) if plan.code and mode in MODES else env.ROOT
+    server = CancelServer(mode, workdir, plan.kill_grace, stack, code)
     record: dict[str, Any] = {"mode": mode, "server": stack, "round": round_no}
     record["loadavg_before"] = env.loadavg()
     kinds = tuple(k for k in plan.kinds if k in FLOOR_KINDS.get(mode, plan.kinds))
@@ -769,6 +766,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--servers", default=servers.DEFAULT, help="ASGI servers, comma-separated, or all"
     )
+    parser.add_argument(
+        "--code", help="import mcp_asgi from this copy (python -m bench.compiled --build DIR)"
+    )
     parser.add_argument("--server", default=servers.DEFAULT, help=argparse.SUPPRESS)
     parser.add_argument("--serve", choices=(*MODES, *FLOOR_KINDS), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -794,6 +794,7 @@ def main(argv: list[str] | None = None) -> None:
         kinds=kinds,
         floor=not args.no_floor,
         stacks=servers.parse(args.servers),
+        code=str(Path(args.code).resolve()) if args.code else "",
     )
     raise_fd_limit()
     # `load.cancel_samples` and `load.mass_cancel` connect through `load._connect`: let them

@@ -6,6 +6,7 @@ copy beside the tree, in one run:
     python -m bench.compiled                 # count and time (about 8 minutes)
     python -m bench.compiled --rounds 8 --duration 3 --no-counts
     python -m bench.compiled --write         # and rewrite docs/benchmarks.md's table
+    python -m bench.compiled --build DIR     # only build the copy, for another bench's --code
 
 - instructions per in-process echo (`bench.instructions`: the floor, `async`, `def`);
 - the whole server process per echo on uvicorn h11 (`bench.server_counts`: instructions,
@@ -185,7 +186,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--duration", type=float, default=3.0, help="seconds of wrk a run")
     parser.add_argument("--no-counts", action="store_true", help="skip bench.server_counts")
     parser.add_argument("--write", action="store_true", help="rewrite docs/benchmarks.md")
+    parser.add_argument(
+        "--build", type=Path, help="only build the copy in this new folder (and keep it)"
+    )
     args = parser.parse_args(argv)
+    if args.build is not None:
+        args.build.mkdir(parents=True)
+        print("\n".join(build(args.build.resolve())))
+        return
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="mcp-asgi-mypyc-") as tmp:
         copy = Path(tmp)

@@ -133,6 +133,19 @@ class Server:
         if self.cprofile is not None:
             command += ["--cprofile", str(self.cprofile)]
         started = time.monotonic()
+        self.spawn(command)
+        try:
+            load.wait_until_up(self.port, time.monotonic() + 60)
+        except RuntimeError:
+            self.stop()
+            raise RuntimeError(
+                f"{self.target.name} did not start: {self.log_path.read_text()[-2000:]}"
+            ) from None
+        return time.monotonic() - started
+
+    def spawn(self, command: list[str]) -> None:
+        """Start the server's `command` (its output to the log) in a process group of its
+        own, importing `mcp_asgi` from `code`."""
         with open(self.log_path, "wb") as out:
             self.proc = subprocess.Popen(
                 command,
@@ -144,14 +157,6 @@ class Server:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a group: a server's workers go with it
             )
-        try:
-            load.wait_until_up(self.port, time.monotonic() + 60)
-        except RuntimeError:
-            self.stop()
-            raise RuntimeError(
-                f"{self.target.name} did not start: {self.log_path.read_text()[-2000:]}"
-            ) from None
-        return time.monotonic() - started
 
     @property
     def pid(self) -> int:
