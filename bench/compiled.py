@@ -15,6 +15,10 @@ copy beside the tree, in one run:
   interleaved, the order turned each round; the ratio to the floor's req/s in the same
   round, its median over rounds.
 
+It measures speed only: served to `bench.cancel_latency --code` (`--build DIR` makes a
+copy to keep), the compiled copy does not stop a call whose client leaves (see "A
+compiled request path" in docs/benchmarks.md).
+
 The target is `mcp_asgi-limits` (the goals' own). The copy differs from the tree only where
 mypyc needs it to: a class attribute annotated `Final[T]` is annotated `T` (mypyc cannot
 build a slotted dataclass whose fields are `Final`; the annotation is the type checker's
