@@ -109,7 +109,7 @@ def build(copy: Path) -> list[str]:
 
 
 def throughput(copy: Path, rounds: int, seconds: float) -> dict[str, Any]:
-    """req/s of the floor and the target as it is (`tree`) and compiled (`compiled`) on
+    """req/s of the floor and the target as it is (`pure`) and compiled (`compiled`) on
     uvicorn h11, interleaved; each one's ratio to the floor's in the same round."""
     if not env.ensure_wrk():
         raise SystemExit("wrk is needed (apt-get install wrk)")

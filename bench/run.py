@@ -150,9 +150,7 @@ class Server:
             self.proc = subprocess.Popen(
                 command,
                 cwd=self.code,
-                env=None  # (a copy's `mcp_asgi` first on the path: `bench.compiled`)
-                if self.code == env.ROOT
-                else {**os.environ, "PYTHONPATH": env.import_path(self.code)},
+                env={**os.environ, "PYTHONPATH": env.import_path(self.code)},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a group: a server's workers go with it

@@ -35,17 +35,14 @@ class Buckets:
         """Take one token for `key`: 0.0 when there was one, else the seconds until
         there will be (nothing is taken then)."""
         now = self._clock()
-        table = self._full_at
-        full_at = table.get(key)
+        full_at = self._full_at.get(key)
         if full_at is None:  # a full bucket: a burst of at least 1 has a token
-            if len(table) >= _SWEEP_ABOVE and now >= self._next_sweep:
-                self._sweep(now)
-            full_at = now
+            full_at = self._room(now)
         elif full_at < now:
             full_at = now
         elif full_at - self._slack > now:  # less than one token left
             return full_at - self._slack - now
-        table[key] = full_at + self._interval
+        self._full_at[key] = full_at + self._interval
         return 0.0
 
     def level(self, key: str) -> float:
@@ -58,13 +55,17 @@ class Buckets:
         """Take `tokens` from `key`'s bucket whatever it holds (it may go below empty: the
         client then waits until the rate has filled it back above one token)."""
         now = self._clock()
-        table = self._full_at
-        full_at = table.get(key)
+        full_at = self._full_at.get(key)
         if full_at is None:
-            if len(table) >= _SWEEP_ABOVE and now >= self._next_sweep:
-                self._sweep(now)
-            full_at = now
-        table[key] = max(now, full_at) + tokens / self._rate
+            full_at = self._room(now)
+        self._full_at[key] = max(now, full_at) + tokens / self._rate
+
+    def _room(self, now: float) -> float:
+        """Room for a client not in the table (its full bucket's time, `now`): the table
+        swept first when it is large. (The sweep makes a new table: the key goes in that.)"""
+        if len(self._full_at) >= _SWEEP_ABOVE and now >= self._next_sweep:
+            self._sweep(now)
+        return now
 
     def _sweep(self, now: float) -> None:
         """Forget the clients whose bucket has filled up again (they are as if new);

@@ -159,7 +159,6 @@ class ClientLimits:
         self._retry_sessions_after = retry_sessions_after
         self._ipv4_prefix = ipv4_prefix
         self._ipv6_prefix = ipv6_prefix
-        self._whole_ipv4 = ipv4_prefix == 32  # an IPv4 address is its own key
 
     @property
     def limits_requests(self) -> bool:
@@ -173,7 +172,7 @@ class ClientLimits:
         client = asgi_scope.get("client")
         if (
             client
-            and self._whole_ipv4
+            and self._ipv4_prefix == 32
             and PRINCIPAL_KEY not in asgi_scope
             and "user" not in asgi_scope
             and "auth" not in asgi_scope

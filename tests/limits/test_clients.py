@@ -241,6 +241,24 @@ def test_a_bucket_gives_its_burst_at_once_then_one_token_per_interval() -> None:
     assert buckets.level("b") == 3.0  # another key's bucket is its own
 
 
+@pytest.mark.parametrize("first", ["take", "charge"])
+def test_the_client_that_sets_off_a_sweep_keeps_its_bucket(first: str) -> None:
+    """A new client arriving when the table is large sets off the sweep of full buckets;
+    what it takes (or is charged) is kept in the swept table, not lost with the old one."""
+    clock = Clock(0.0)
+    buckets = Buckets(rate=1.0, burst=2, clock=clock)
+    for n in range(5000):
+        buckets.take(f"c{n}")
+    clock.now += 10  # every bucket full again: the next new client's arrival sweeps them
+    if first == "take":
+        assert buckets.take("new") == 0.0
+        assert buckets.level("new") == 1.0
+    else:
+        buckets.charge("new", 1.5)
+        assert buckets.level("new") == 0.5
+    assert len(buckets) == 1
+
+
 def test_a_bucket_without_rate_or_burst_is_refused() -> None:
     """A bucket that could never give a token is a mistake, not a silent refusal of all."""
     for rate, burst in ((0.0, 1), (-1.0, 1), (1.0, 0)):
