@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import env, instructions, load, report, run, server_counts, servers
+from . import ab, env, instructions, report, run, server_counts
 
 ROOT, RESULTS = env.ROOT, run.RESULTS
 MODULES = (
@@ -83,8 +83,7 @@ async generator, which mypyc does not compile), `http/body.py` (mypyc fails on i
 signature), `_loop/cheap_scope.py` (a subclass of `list`, which mypyc does not compile)
 and `_loop/eager.py` (compiled, its `at_once` breaks a thread tool's call: a
 `SystemError`, an exception left set, in mypyc's code)."""
-TARGET = "mcp_asgi-limits"
-FLOOR = "starlette-floor"
+TARGET, FLOOR = ab.TARGET, ab.FLOOR
 _FINAL_FIELD = re.compile(r"^(\s+\w+): Final\[(.*)\]", re.MULTILINE)
 
 
@@ -110,49 +109,20 @@ def build(copy: Path) -> list[str]:
 
 def throughput(copy: Path, rounds: int, seconds: float) -> dict[str, Any]:
     """req/s of the floor and the target as it is (`pure`) and compiled (`compiled`) on
-    uvicorn h11, interleaved; each one's ratio to the floor's in the same round."""
-    if not env.ensure_wrk():
-        raise SystemExit("wrk is needed (apt-get install wrk)")
+    uvicorn h11, interleaved (`ab.interleaved`); each one's ratio to the floor's in the
+    same round, its median over rounds."""
     plan = {"floor": (FLOOR, ROOT), "pure": (TARGET, ROOT), "compiled": (TARGET, copy)}
-    names = list(plan)
-    rps: dict[str, list[float]] = {name: [] for name in names}
-    cpu: dict[str, list[float]] = {name: [] for name in names}
-    with tempfile.TemporaryDirectory(prefix="mcp-asgi-compiled-") as tmp:
-        procs = {
-            name: run.Server(run.BY_NAME[target], Path(tmp), code=code)
-            for name, (target, code) in plan.items()
-        }
-        try:
-            for proc in procs.values():
-                proc.start()
-                load.check_echo(proc.port)
-                load.run_wrk(proc.port, 1)
-            for round_no in range(rounds):
-                shift = round_no % len(names)
-                for name in names[shift:] + names[:shift]:
-                    proc = procs[name]
-                    before = servers.process_cpu(proc.pid)
-                    result = load.run_wrk(proc.port, seconds)
-                    if result["errors"]:  # (an error answered fast would pass for speed)
-                        raise SystemExit(f"{name}: {result['errors']} errors under load")
-                    cpu[name].append(
-                        1000 * (servers.process_cpu(proc.pid) - before) / result["requests"]
-                    )
-                    rps[name].append(result["rps"])
-                env.log(f"round {round_no + 1}/{rounds}: " + ", ".join(
-                    f"{name} {rps[name][-1]:.0f}" for name in names
-                ))  # fmt: skip
-        finally:
-            for proc in procs.values():
-                proc.stop()
-    floor = rps["floor"]
+    found = ab.interleaved(plan, rounds, seconds)
+    floor = found["floor"]["rps"]
     return {
         name: {
-            "rps": rps[name],
-            "ratio_median": statistics.median(v / f for v, f in zip(rps[name], floor, strict=True)),
-            "cpu_ms_per_call_median": statistics.median(cpu[name]),
+            "rps": measured["rps"],
+            "ratio_median": statistics.median(
+                v / f for v, f in zip(measured["rps"], floor, strict=True)
+            ),
+            "cpu_ms_per_call_median": statistics.median(measured["cpu_ms_per_call"]),
         }
-        for name in names
+        for name, measured in found.items()
     }
 
 

@@ -14,6 +14,7 @@ import argparse
 import json
 import math
 import os
+import random
 import statistics
 import time
 from pathlib import Path
@@ -41,6 +42,21 @@ def percentile(values: list[float], q: float) -> float:
 def med(values: list[float]) -> float:
     data = [v for v in values if v is not None and v == v]
     return statistics.median(data) if data else math.nan
+
+
+def median_interval(
+    values: list[float], confidence: float = 0.95, resamples: int = 10_000
+) -> tuple[float, float]:
+    """A bootstrap interval of the median of `values` (rounds of a run): the range the
+    median of rounds like these falls in, `confidence` of the time. Seeded: the same
+    values give the same interval."""
+    data = [v for v in values if v is not None and v == v]
+    if len(data) < 2:
+        return math.nan, math.nan
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(data, k=len(data))) for _ in range(resamples))
+    tail = (1 - confidence) / 2
+    return medians[int(tail * resamples)], medians[int((1 - tail) * resamples) - 1]
 
 
 # -- aggregation -----------------------------------------------------------------------

@@ -201,7 +201,8 @@ def goals(rows: list[dict[str, Any]]) -> str:
             ok = row["ratio"] >= wanted[tool]
             lines.append(
                 f"| {servers.LABELS[server]} | {KIND[tool]} echo ≥ {wanted[tool]:g}{TIMES} floor "
-                f"| {fmt(row['ratio'])}{TIMES} | {'yes' if ok else '**no**'} |"
+                f"| {fmt(row['ratio'])}{TIMES}{_interval(row['ratios'], wanted[tool])} "
+                f"| {'yes' if ok else '**no**'} |"
             )
         row = ours.get((server, "echo"))
         if "cpu_extra" in wanted and row is not None and row.get("cpu_extra") is not None:
@@ -217,6 +218,15 @@ def goals(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _interval(ratios: list[float], goal: float) -> str:
+    """The 95% bootstrap interval of the median of a goal's rounds, and whether it holds
+    the goal (the run cannot then tell met from missed); nothing under three rounds."""
+    if len(ratios) < 3:
+        return ""
+    low, high = report.median_interval(ratios)
+    return f" [{low:.3f}, {high:.3f}]" + (": holds the goal" if low <= goal <= high else "")
+
+
 def summary(meta: dict[str, Any], rows: list[dict[str, Any]], names: tuple[str, ...]) -> str:
     m = meta["machine"]
     return (
@@ -230,7 +240,8 @@ def summary(meta: dict[str, Any], rows: list[dict[str, Any]], names: tuple[str, 
         f"Medians over rounds; {TIMES} floor = req/s ÷ the Starlette floor's on the same server in "
         "the same round (median of the per-round ratios); CPU ms/call = server CPU (user + "
         "system) ÷ requests; the CPU goal's extra is paired the same way (median over rounds "
-        "of CPU ÷ that round's floor's, less one).\n\n"
+        "of CPU ÷ that round's floor's, less one); a goal's ratio has its 95% bootstrap "
+        "interval beside it (of the median over these rounds; `bench.ab`).\n\n"
         + table(rows, names)
         + f"\nGoals (issue 27), read off {LABELS[_goal_target(rows)]}:\n\n"
         + goals(rows)
@@ -258,7 +269,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--duration", type=float, help="seconds of load per figure")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--skip-setup", action="store_true", help="do not touch venvs or apt")
+    parser.add_argument(
+        "--render", type=Path, help="no run: write this results file's tables into the docs"
+    )
     args = parser.parse_args(argv)
+    if args.render is not None:
+        saved = json.loads(args.render.read_text())
+        text = summary(saved["meta"], aggregate(saved["records"]), tuple(saved["meta"]["servers"]))
+        print(text)
+        update_doc(text)
+        return
     names = servers.parse(args.servers)
     wanted = args.targets.split(",")
     if FLOOR not in wanted:
