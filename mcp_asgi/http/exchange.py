@@ -21,6 +21,7 @@ from mcp_asgi.http.accept import ResponseMode
 from mcp_asgi.protocol.headers import RequestHeaders
 
 
+# Not frozen, as `McpRequest` (one is made per request).
 @dataclass(slots=True)
 class Exchange:
     """One POST's ASGI scope, the `headers` it is read by, `receive` and `send`; its
@@ -31,9 +32,7 @@ class Exchange:
     the request's own task where anyio's cancellation is asyncio's (`native_task()`: the
     request is run in it), else None.
 
-    Read-only: every field is `Final`, which the type checker enforces (not a frozen
-    dataclass, whose `__init__` sets each field through `object.__setattr__`: one is made
-    per request, as `McpRequest` is)."""
+    Read-only: every field is `Final`, which the type checker enforces."""
 
     asgi_scope: Final[Scope]
     headers: Final[RequestHeaders]

@@ -40,12 +40,12 @@ _LONGEST_DOUBLE: Final = b"0" * _DOUBLE_DIGITS  # more digits than a double's 1.
 # searched for only in a body that long (in a shorter one it still costs ≈ 2,000 instructions)
 
 
+# Not frozen, as `McpRequest` (one is made per request).
 @dataclass(slots=True)
 class IncomingMessage:
     """One JSON-RPC request or notification as it arrived.
 
-    Read-only: the fields are `Final` for the type checker; not a frozen dataclass, whose
-    `__init__` sets each field through `object.__setattr__` (one is made per request)."""
+    Read-only: the fields are `Final` for the type checker."""
 
     method: Final[str]
     params: Final[dict[str, Any]]
