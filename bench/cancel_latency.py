@@ -660,17 +660,19 @@ def relative_goals(rows: list[dict[str, Any]], plan: Plan) -> None:
         row["goal_p99_ms"] = None if goal is None else round(goal, 2)
         p99 = row["p99_ms"]
         row["goal_met"] = None if goal is None or p99 is None else p99 <= goal and not row["never"]
-        paired = None if floor_row is None else _paired_over(row, floor_row)
+        overs = [] if floor_row is None else _paired_overs(row, floor_row)
+        paired = round(report.med(overs), 2) if overs else None
         row["paired_over_ms"] = paired
         row["paired_met"] = None if paired is None else paired <= over and not row["never"]
+        if len(overs) >= 3:  # the 95% bootstrap interval of that median (`bench.ab`)
+            row["paired_over_interval_ms"] = [round(v, 2) for v in report.median_interval(overs)]
 
 
-def _paired_over(row: dict[str, Any], floor: dict[str, Any]) -> float | None:
-    """The median over rounds of `row`'s p99 less the floor's p99 of the same round."""
+def _paired_overs(row: dict[str, Any], floor: dict[str, Any]) -> list[float]:
+    """`row`'s p99 less the floor's p99 of the same round, for each round of both."""
     floors = dict(zip(floor["rounds"], floor["round_p99_ms"], strict=True))
     mine = zip(row["rounds"], row["round_p99_ms"], strict=True)
-    overs = [p99 - floors[n] for n, p99 in mine if n in floors]
-    return round(report.med(overs), 2) if overs else None
+    return [p99 - floors[n] for n, p99 in mine if n in floors]
 
 
 def table(rows: list[dict[str, Any]], plan: Plan) -> str:
@@ -697,6 +699,9 @@ def table(rows: list[dict[str, Any]], plan: Plan) -> str:
         met, paired_met = verdicts[row["goal_met"]], verdicts[row.get("paired_met")]
         paired = row.get("paired_over_ms")
         paired_text = report.DASH if paired is None else f"{paired:+.2f}"
+        if row.get("paired_over_interval_ms"):
+            low, high = row["paired_over_interval_ms"]
+            paired_text += f" [{low:+.2f}, {high:+.2f}]"
         lines.append(
             f"| {servers.LABELS[row.get('server', servers.DEFAULT)]} | {label} | {row['mode']} "
             f"| {row['concurrency']} | {row['cancelled']}{never} "
@@ -733,7 +738,7 @@ def summary_text(meta: dict[str, Any], rows: list[dict[str, Any]], plan: Plan) -
         f"floor's own p99 on the same server, threads within {GOAL_BURST_THREAD_OVER_FLOOR:g} "
         "ms of the floor carrying the same thread load (issue 18); read on the rounds' "
         "closes pooled, and paired by round (the median over rounds of the row's p99 less "
-        "that round's floor p99).",
+        "that round's floor p99; with three rounds or more, its 95% bootstrap interval).",
         "",
     ]
     return "\n".join(head) + "\n" + table(rows, plan)
