@@ -211,19 +211,20 @@ def goals(rows: list[dict[str, Any]]) -> str:
             rounds = ", ".join(f"{x:+.2f}" for x in row["cpu_extras"])
             lines.append(
                 f"| {servers.LABELS[server]} | server CPU per `async` echo ≤ the floor's "
-                f"+ {wanted['cpu_extra']:g}{TIMES} | +{extra:.2f}{TIMES} (rounds: {rounds}; "
+                f"+ {wanted['cpu_extra']:g}{TIMES} | +{extra:.2f}{TIMES}"
+                f"{_interval(row['cpu_extras'], wanted['cpu_extra'])} (rounds: {rounds}; "
                 f"medians {fmt(row['cpu_ms_per_call'], 3)} ms against "
                 f"{fmt(row['floor_cpu_ms_per_call'], 3)}) | {'yes' if ok else '**no**'} |"
             )
     return "\n".join(lines) + "\n"
 
 
-def _interval(ratios: list[float], goal: float) -> str:
+def _interval(values: list[float], goal: float) -> str:
     """The 95% bootstrap interval of the median of a goal's rounds, and whether it holds
     the goal (the run cannot then tell met from missed); nothing under three rounds."""
-    if len(ratios) < 3:
+    if len(values) < 3:
         return ""
-    low, high = report.median_interval(ratios)
+    low, high = report.median_interval(values)
     return f" [{low:.3f}, {high:.3f}]" + (": holds the goal" if low <= goal <= high else "")
 
 
