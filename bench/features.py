@@ -35,14 +35,7 @@ MARKS_ENV = "BENCH_CALLGRIND_MARKS"
 CONCURRENCY = 32
 WARM_UP = 2 * CONCURRENCY  # requests before the counted ones (made in both runs)
 FAR_ABOVE_THE_LOAD = targets.FAR_ABOVE_THE_LOAD
-# Everything optional off: no per-client limits, no deadline, no keep-alive, no 2025 era.
-ALL_OFF: dict[str, Any] = {
-    "rate_limit": None,
-    "max_requests_per_client": None,
-    "max_request_duration": None,
-    "keepalive_interval": None,
-    "legacy_enabled": False,
-}
+ALL_OFF = targets.ALL_OFF
 RESOURCE = "http://127.0.0.1:8000/mcp"
 ISSUER = "https://issuer.example"
 LEGACY_VERSION = "2025-11-25"

@@ -70,6 +70,13 @@ TARGETS = [
         "sse",
         frozenset({"throughput"}),
     ),
+    Target(
+        "mcp_asgi-core",
+        "mcp_asgi, everything optional off, telemetry observer removed",
+        False,
+        "sse",
+        frozenset({"throughput"}),
+    ),
     Target("sdk-sse", "mcp SDK MCPServer (SSE)", True, "sse", ALL),
     Target("sdk-json", "mcp SDK MCPServer (json_response)", True, "json", ALL),
     Target("fastmcp-sse", "FastMCP stateless (SSE)", True, "sse", ALL),

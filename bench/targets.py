@@ -43,6 +43,14 @@ FAR_ABOVE_THE_LOAD: dict[str, Any] = {
     "rate_limit_burst": 1_000_000,
     "max_requests_per_client": 10_000,
 }
+# Everything optional off: no per-client limits, no deadline, no keep-alive, no 2025 era
+# (target `mcp_asgi-core`, with the telemetry observer removed too; bench.features' "off")
+ALL_OFF: dict[str, Any] = {
+    **ONE_CLIENT_IS_MANY,
+    "max_request_duration": None,
+    "keepalive_interval": None,
+    "legacy_enabled": False,
+}
 
 
 class ExitLog:
@@ -200,13 +208,13 @@ def mcp_asgi_app(log: ExitLog, variant: str) -> Any:
         return sleep_steps_sync(log, ctx.request_id, seconds, ctx.cancel_token)
 
     mode: Any = "json" if variant == "json" else "auto"
-    limits = FAR_ABOVE_THE_LOAD if variant == "limits" else ONE_CLIENT_IS_MANY
-    settings = McpSettings(response_mode=mode, **limits)
+    options = {"limits": FAR_ABOVE_THE_LOAD, "core": ALL_OFF}.get(variant, ONE_CLIENT_IS_MANY)
+    settings = McpSettings(response_mode=mode, **options)
     kwargs: dict[str, Any] = {}
     if variant == "otel":
         kwargs.update(_otel_sdk_providers())
     middleware = McpMiddleware(Starlette(), server=mcp, settings=settings, **kwargs)
-    if variant == "notel":
+    if variant in ("notel", "core"):
         _disable_telemetry(middleware)
     _record_signals(log)
     return middleware
@@ -362,6 +370,7 @@ BUILDERS: dict[str, Callable[[ExitLog], Any]] = {
     "mcp_asgi-otel": lambda log: mcp_asgi_app(log, "otel"),
     "mcp_asgi-json": lambda log: mcp_asgi_app(log, "json"),
     "mcp_asgi-limits": lambda log: mcp_asgi_app(log, "limits"),
+    "mcp_asgi-core": lambda log: mcp_asgi_app(log, "core"),
     "sdk-sse": lambda log: sdk_app(log, json_response=False),
     "sdk-json": lambda log: sdk_app(log, json_response=True),
     "fastmcp-sse": lambda log: fastmcp_app(log, json_response=False),
