@@ -59,7 +59,7 @@ class ModernEndpoint:
         routed = None if tasks is None else tasks.route(request, exchange, inputs=inputs)
         dispatch = routed or server.dispatch  # the Tasks extension's methods, or the server's
         try:
-            opened = self._inflight.open(exchange, request, writer, inputs=inputs)
+            opened = self._inflight.open(exchange, request, writer, inputs)
             with opened as (request_scope, ctx):
                 await request_scope.run(exchange.receive, dispatch, request, ctx, options)
                 await writer.end()

@@ -37,27 +37,24 @@ class InFlight:
         exchange: Exchange,
         request: McpRequest,
         writer: ReplyWriter,
-        *,
-        cancel_on_disconnect: bool = True,
         inputs: Asking | None = None,
+        cancel_on_disconnect: bool = True,
     ) -> Opened:
         """The scope and context of one request, tracked while it runs (use it as a context
         manager: it gives both, and stops tracking the scope on leaving). The exchange's
         ASGI scope and body back the context's read-only `Request`; its arrival starts the
         deadline."""
         runtime, asgi_scope = self._runtime, exchange.asgi_scope
-        request_scope = runtime.scope(
+        request_scope = runtime.scope(  # positional: see `RequestRuntime.context`
             request,
             writer,
-            observer=self._telemetry.begin(asgi_scope, request),
-            started=exchange.arrived,
-            clock=exchange.clock,
-            task=exchange.task,
-            cancel_on_disconnect=cancel_on_disconnect,
+            self._telemetry.begin(asgi_scope, request),  # observer
+            exchange.arrived,  # started
+            exchange.clock,
+            exchange.task,
+            cancel_on_disconnect,
         )
-        ctx = runtime.context(
-            request_scope, inputs=inputs, asgi_scope=asgi_scope, body=exchange.body
-        )
+        ctx = runtime.context(request_scope, inputs, asgi_scope, exchange.body)
         return Opened(self._scopes, request_scope, ctx)
 
     def __len__(self) -> int:

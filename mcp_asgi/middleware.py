@@ -262,7 +262,7 @@ class McpMiddleware:
 
         message: IncomingMessage | None = None
         body: bytes | None = None
-        admitted = False  # a request held against the client's limit (`leave` gives it back)
+        admitted: str | None = None  # the client holding a request (`leave` gives it back)
         try:
             task = native_task()  # the request's own task (asyncio, 3.11+), asked once
             clock = task_clock(task)  # the request's scope reads it too (via the Exchange)
@@ -276,8 +276,14 @@ class McpMiddleware:
                     )
                 headers = RequestHeaders(asgi_scope["headers"])
                 legacy = self._legacy
-                sessions = legacy if legacy and is_session_request(asgi_scope, headers) else None
-                if asgi_scope["method"] != "POST" and sessions is None:
+                post = asgi_scope["method"] == "POST"
+                # (a POST never names a session: not asked)
+                sessions = (
+                    legacy
+                    if legacy and not post and is_session_request(asgi_scope, headers)
+                    else None
+                )
+                if not post and sessions is None:
                     raise ProtocolError(
                         405,
                         INVALID_REQUEST,
@@ -289,14 +295,14 @@ class McpMiddleware:
                 principal = (
                     await auth.authenticate(asgi_scope, headers) if auth is not None else None
                 )
-                # the principal when authenticated, else the address; unused with no limit on
-                client = self._limits.key(asgi_scope) if self._limits_requests else ""
+                limits = self._limits
                 if sessions is not None:  # GET or DELETE of a 2025-era session
-                    self._limits.check_rate(client)  # 429
+                    if self._limits_requests:
+                        limits.check_rate(limits.key(asgi_scope))  # 429
                     await sessions.serve_session(asgi_scope, headers, receive, send)
                     return
                 # 429: its rate, its requests in flight (nothing to ask with no limit on)
-                admitted = self._limits_requests and self._limits.admit(client)
+                admitted = limits.admit(asgi_scope) if self._limits_requests else None
                 body = await read_body(
                     headers, receive, self._max_body_bytes, within=self._read_timeout, task=task
                 )
@@ -336,8 +342,8 @@ class McpMiddleware:
             except ClientGone:
                 await ReplyWriter(send, "json").end()
             finally:
-                if admitted:
-                    self._limits.leave(client)
+                if admitted is not None:
+                    self._limits.leave(admitted)
         except Exception:
             logger.exception("internal error while serving an MCP request")
             if not started:

@@ -146,7 +146,6 @@ class RequestScope:
         self,
         request: McpRequest,
         writer: ReplyWriter,
-        *,
         timeout: float | None,
         cancel_grace: float,
         keepalive_interval: float,

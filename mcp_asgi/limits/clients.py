@@ -5,8 +5,8 @@
     key(asgi_scope)              the principal's key, else "addr:<the client's network>"
                                  (its address; for IPv6 its /64, settings client_ipv*_prefix)
     check_rate(key)              a token from the client's bucket, or 429
-    admit(key)                   a POST let in: `check_rate`, then one more request held, or
-                                 429; True when one is held, which `leave(key)` gives back
+    admit(asgi_scope)            a POST let in: `check_rate`, then one more request held, or
+                                 429; its key when one is held, which `leave(key)` gives back
     charge(key, requests)        take `requests` more tokens after the fact (a large answer
                                  served): the bucket may go into debt, paid back at the rate
     hold(kind, key)              one more request / listen stream / session / task held, or
@@ -208,24 +208,35 @@ class ClientLimits:
         counts = self._count_in(kind, key)
         return _NOTHING if counts is None else Hold(counts, key)
 
-    def admit(self, key: str) -> bool:
-        """A POST of client `key` let in: a token from its bucket (`check_rate`), then one
-        more request held; 429 when either is at its limit. True when a request is held
-        (`leave(key)` gives it back once the request is over), False when requests in
-        flight are not limited (`hold("requests")` without a `Hold`: every POST's)."""
-        # `check_rate`, written out, and the count without the look-ups by kind: every POST's
+    def admit(self, asgi_scope: Scope) -> str | None:
+        """A POST let in: its client (`key`) takes a token from its bucket (`check_rate`),
+        then holds one more request; 429 when either is at its limit. The client's key when
+        a request is held (`leave(key)` gives it back once the request is over), None when
+        requests in flight are not limited (`hold("requests")` without a `Hold`: every
+        POST's)."""
+        # `check_rate` and `_count` written out, without the look-ups by kind: every POST's
+        key = self.key(asgi_scope)
         buckets = self._buckets
         if buckets is not None and (wait := buckets.take(key)):
             raise _rate_refused(wait)
         limit = self._requests_limit
         if limit is None:
-            return False
-        self._count(self._requests_held, limit, "requests", key)
-        return True
+            return None
+        held = self._requests_held
+        count = held.get(key, 0)
+        if count >= limit:
+            self._refuse_if_full("requests", key)
+        held[key] = count + 1
+        return key
 
     def leave(self, key: str) -> None:
         """A request `admit` held is over."""
-        _give_back(self._requests_held, key)
+        held = self._requests_held  # `_give_back`, written out: every POST's
+        left = held[key] - 1
+        if left:
+            held[key] = left
+        else:
+            del held[key]
 
     def _count_in(self, kind: Kind, key: str) -> dict[str, int] | None:
         """Count one more `kind` for client `key` (429 at its limit): the counts it is in,

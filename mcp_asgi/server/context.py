@@ -55,7 +55,6 @@ class Context:
     def __init__(
         self,
         request_scope: RequestScope,
-        *,
         progress_min_interval: float = 0.0,
         process_kill_grace: float = 2.0,
         cancel_grace: float = 5.0,

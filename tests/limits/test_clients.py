@@ -10,6 +10,7 @@ import anyio
 import pytest
 from pydantic import ValidationError
 from starlette.authentication import SimpleUser
+from starlette.types import Scope
 
 from mcp_asgi import McpSettings
 from mcp_asgi.limits import ClientLimits, TooManyRequests, client_key
@@ -303,26 +304,28 @@ def test_holds_are_counted_and_given_back_once() -> None:
 
 def test_a_post_is_admitted_against_its_rate_then_its_requests_in_flight() -> None:
     """`admit` takes a token, then holds a request (each refusal a 429 naming its setting);
-    `leave` gives the request back. A refused request holds nothing; with neither limit
-    on, nothing is held."""
+    `leave` gives the request back. `admit` answers the client's key (`key`) when it holds
+    one. A refused request holds nothing; with neither limit on, nothing is held."""
     clock = Clock(0.0)
+    a: Scope = {"type": "http", "client": ("10.0.0.1", 5000)}
+    b: Scope = {"type": "http", "client": ("10.0.0.2", 5000)}
     limits = ClientLimits(
         rate=1.0, burst=2, requests=1, listen_streams=None, sessions=None, clock=clock
     )
-    assert limits.admit("a") is True
-    assert limits.held("requests", "a") == 1
+    assert limits.admit(a) == "addr:10.0.0.1"
+    assert limits.held("requests", "addr:10.0.0.1") == 1
     with pytest.raises(TooManyRequests) as full:
-        limits.admit("a")  # a token left, but a request in flight already
+        limits.admit(a)  # a token left, but a request in flight already
     assert "(max_requests_per_client)" in full.value.message
     with pytest.raises(TooManyRequests) as rate:
-        limits.admit("a")  # both tokens taken
+        limits.admit(a)  # both tokens taken
     assert "(rate_limit)" in rate.value.message
-    assert limits.held("requests", "a") == 1
-    limits.leave("a")
-    assert limits.held("requests", "a") == 0
+    assert limits.held("requests", "addr:10.0.0.1") == 1
+    limits.leave("addr:10.0.0.1")
+    assert limits.held("requests", "addr:10.0.0.1") == 0
     clock.now += 1.0
-    assert limits.admit("a") is True
-    assert limits.admit("b") is True  # another client's count is its own
+    assert limits.admit(a) == "addr:10.0.0.1"
+    assert limits.admit(b) == "addr:10.0.0.2"  # another client's count is its own
     off = ClientLimits(rate=None, burst=1, requests=None, listen_streams=None, sessions=None)
-    assert off.admit("a") is False
-    assert off.held("requests", "a") == 0
+    assert off.admit(a) is None
+    assert off.held("requests", "addr:10.0.0.1") == 0
