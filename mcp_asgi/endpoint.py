@@ -56,7 +56,7 @@ class ModernEndpoint:
         writer = ReplyWriter(exchange.send, "sse" if listen else exchange.mode)
         options = self._options
         tasks = self._tasks
-        routed = None if tasks is None else tasks.route(request, exchange, inputs=inputs)
+        routed = None if tasks is None else tasks.route(request, exchange, inputs)
         dispatch = routed or server.dispatch  # the Tasks extension's methods, or the server's
         try:
             opened = self._inflight.open(exchange, request, writer, inputs)

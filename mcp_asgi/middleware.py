@@ -303,8 +303,8 @@ class McpMiddleware:
                     return
                 # 429: its rate, its requests in flight (nothing to ask with no limit on)
                 admitted = limits.admit(asgi_scope) if self._limits_requests else None
-                body = await read_body(
-                    headers, receive, self._max_body_bytes, within=self._read_timeout, task=task
+                body = await read_body(  # (positional: see `RequestRuntime.context`)
+                    headers, receive, self._max_body_bytes, task, self._read_timeout
                 )
                 check_content_type(headers)
                 mode = negotiate(headers, self._response_mode)

@@ -33,9 +33,8 @@ async def read_body(
     headers: RequestHeaders,
     receive: Receive,
     limit: int,
-    *,
-    within: float = math.inf,
     task: asyncio.Task[object] | None,
+    within: float = math.inf,
 ) -> bytes:
     """The whole request body, or 413 as soon as it is known to exceed `limit` bytes, or
     408 when it has not all arrived within `within` seconds (a slow sender holds memory

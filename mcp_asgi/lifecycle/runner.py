@@ -73,7 +73,6 @@ def run(
     receive: Receive,
     call: Call,
     args: Args = (),
-    *,
     in_task: bool = False,
 ) -> Coroutine[Any, Any, None]:
     """`await run(...)`: run the handler (`call(*args)`) and watch the request until the

@@ -396,7 +396,7 @@ class RequestScope:
         token) before its own cancellation arrives, the reply gets its error, the grace
         period is waited out, and the cancellation propagates (`lifecycle.runner`).
         """
-        return runner.run(self, receive, call, args, in_task=self._in_task)
+        return runner.run(self, receive, call, args, self._in_task)
 
     async def handle(
         self,

@@ -84,7 +84,7 @@ class TaskMethods:
         self._limits = limits
 
     def route(
-        self, request: McpRequest, exchange: Exchange, *, inputs: Asking | None
+        self, request: McpRequest, exchange: Exchange, inputs: Asking | None
     ) -> Method | None:
         """The method that answers `request` (POSTed in `exchange`) if the extension has a
         say in it, else None; the task store out of reach, it answers 503 (reason
