@@ -132,6 +132,7 @@ class McpMiddleware:
         self._max_json_values = settings.max_json_values
         self._response_mode = settings.response_mode
         self._telemetry = wiring.telemetry
+        self._bus = wiring.bus
         self._runtime = wiring.runtime
         self._inflight = wiring.inflight
         self._limits = wiring.limits
@@ -151,7 +152,8 @@ class McpMiddleware:
             and (_route_path(asgi_scope) if asgi_scope.get("root_path") else asgi_scope["path"])
             in self._paths
         ):
-            self._wiring.attach_bus()
+            if self._bus is not None:  # (no bus: nothing to attach, no call)
+                self._wiring.attach_bus()
             if not self._lifespan_started:
                 self._warn_without_lifespan()
             if self._inflight.draining:  # 503: retry soon, on another replica

@@ -41,7 +41,7 @@ import anyio.lowlevel
 
 from mcp_asgi._loop.current import on_asyncio
 
-Child = Callable[..., Coroutine[Any, Any, None]]
+Child = Callable[..., Coroutine[Any, Any, object]]
 
 
 def beside(fn: Child, *args: Any) -> Beside:
@@ -94,7 +94,7 @@ def checkpoint() -> Awaitable[None]:
     return anyio.lowlevel.checkpoint()
 
 
-async def join(task: asyncio.Task[None]) -> None:
+async def join(task: asyncio.Task[object]) -> None:
     """Wait for `task` to finish, holding a cancellation of the caller until it has (then
     raising it); the task's own outcome is left in it."""
     interrupted: BaseException | None = None
@@ -107,7 +107,7 @@ async def join(task: asyncio.Task[None]) -> None:
         raise interrupted
 
 
-def _done(task: asyncio.Task[None]) -> asyncio.Future[None]:
+def _done(task: asyncio.Task[object]) -> asyncio.Future[None]:
     """A future that completes when `task` does; cancelling it leaves `task` alone (unlike
     awaiting `task` itself). Cheaper than `asyncio.wait`."""
     done: asyncio.Future[None] = task.get_loop().create_future()

@@ -46,15 +46,12 @@ class Steps(Protocol):
     """What the runner calls: a `RequestScope`'s steps."""
 
     @property
-    def cancel_called(self) -> bool: ...
-
-    @property
     def watcher_task(self) -> Task | None: ...
 
     @property
     def watcher_busy(self) -> bool: ...
 
-    async def handle(self, call: Call, args: Args, receive: Receive | None) -> None: ...
+    async def handle(self, call: Call, args: Args, receive: Receive | None) -> bool: ...
 
     async def watch(
         self,
@@ -104,8 +101,7 @@ async def _run_in_request_task(steps: Steps, receive: Receive, call: Call, args:
     failure."""
     try:
         try:
-            await steps.handle(call, args, receive)
-            if steps.cancel_called:
+            if await steps.handle(call, args, receive):  # (cancelled)
                 # the handler has stopped: every other handler a burst of cancels reached
                 # on this turn stops before any of their requests' accounts are settled
                 await checkpoint()

@@ -403,9 +403,10 @@ class RequestScope:
         call: Callable[..., Awaitable[JsonObject]],
         args: tuple[Any, ...],
         receive: Receive | None,
-    ) -> None:
+    ) -> bool:
         """The handler: call it (under the handler's cancel scope, with the observer's
-        context active), write its final reply, then stop the watcher.
+        context active), write its final reply, then stop the watcher. True when the
+        request was cancelled (`cancel_called`, asked once it is over).
 
         Its first step is taken at once. With `receive` (asyncio: this is the request's own
         task), a handler that then waits is watched from here until something happens
@@ -448,6 +449,7 @@ class RequestScope:
         finally:
             if self._reason is None:
                 self._stop_watching()
+        return self._reason is not None
 
     def thrown(self, thrown: BaseException) -> None:
         """The waiting handler, in the request's task, is about to be thrown `thrown`
