@@ -30,11 +30,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import env, instructions, load, report, run, servers
+from . import env, instructions, load, report, run, servers, stacks
 
 ROOT, RESULTS = env.ROOT, run.RESULTS
-FLOOR = "starlette-floor"
-TARGET = "mcp_asgi-limits"  # issue 27's configuration: limits on, far above the load
+FLOOR = report.FLOOR
+TARGET = stacks.GOAL_TARGET  # issue 27's configuration: limits on, far above the load
 CASE = {"echo": "async", "echo_sync": "def"}  # bench.instructions' name of each echo
 
 

@@ -214,7 +214,7 @@ class ClientLimits:
         a request is held (`leave(key)` gives it back once the request is over), None when
         requests in flight are not limited (`hold("requests")` without a `Hold`: every
         POST's)."""
-        # `check_rate` and `_count` written out, without the look-ups by kind: every POST's
+        # `check_rate`, written out, and the count without the look-ups by kind: every POST's
         key = self.key(asgi_scope)
         buckets = self._buckets
         if buckets is not None and (wait := buckets.take(key)):
@@ -222,21 +222,12 @@ class ClientLimits:
         limit = self._requests_limit
         if limit is None:
             return None
-        held = self._requests_held
-        count = held.get(key, 0)
-        if count >= limit:
-            self._refuse_if_full("requests", key)
-        held[key] = count + 1
+        self._count(self._requests_held, limit, "requests", key)
         return key
 
     def leave(self, key: str) -> None:
         """A request `admit` held is over."""
-        held = self._requests_held  # `_give_back`, written out: every POST's
-        left = held[key] - 1
-        if left:
-            held[key] = left
-        else:
-            del held[key]
+        _give_back(self._requests_held, key)
 
     def _count_in(self, kind: Kind, key: str) -> dict[str, int] | None:
         """Count one more `kind` for client `key` (429 at its limit): the counts it is in,
