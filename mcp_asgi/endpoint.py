@@ -59,10 +59,13 @@ class ModernEndpoint:
         routed = None if tasks is None else tasks.route(request, exchange, inputs)
         dispatch = routed or server.dispatch  # the Tasks extension's methods, or the server's
         try:
-            opened = self._inflight.open(exchange, request, writer, inputs)
-            with opened as (request_scope, ctx):
+            inflight = self._inflight
+            request_scope, ctx = inflight.open(exchange, request, writer, inputs)
+            try:
                 await request_scope.run(exchange.receive, dispatch, request, ctx, options)
                 await writer.end()
+            finally:
+                inflight.close(request_scope)
         finally:
             if held is not None:
                 held.release()

@@ -39,11 +39,10 @@ class InFlight:
         writer: ReplyWriter,
         inputs: Asking | None = None,
         cancel_on_disconnect: bool = True,
-    ) -> Opened:
-        """The scope and context of one request, tracked while it runs (use it as a context
-        manager: it gives both, and stops tracking the scope on leaving). The exchange's
-        ASGI scope and body back the context's read-only `Request`; its arrival starts the
-        deadline."""
+    ) -> tuple[RequestScope, Context]:
+        """The scope and context of one request, tracked as in flight from here until
+        `close(scope)` (call it in a `finally`). The exchange's ASGI scope and body back the
+        context's read-only `Request`; its arrival starts the deadline."""
         runtime, asgi_scope = self._runtime, exchange.asgi_scope
         request_scope = runtime.scope(  # positional: see `RequestRuntime.context`
             request,
@@ -55,7 +54,12 @@ class InFlight:
             cancel_on_disconnect,
         )
         ctx = runtime.context(request_scope, inputs, asgi_scope, exchange.body)
-        return Opened(self._scopes, request_scope, ctx)
+        self._scopes.add(request_scope)
+        return request_scope, ctx
+
+    def close(self, request_scope: RequestScope) -> None:
+        """A request `open` gave is over: no longer in flight (idempotent)."""
+        self._scopes.discard(request_scope)
 
     def __len__(self) -> int:
         """How many requests are in flight."""
@@ -76,22 +80,3 @@ class InFlight:
         with anyio.move_on_after(self._runtime.cancel_grace + 1.0):
             for request_scope in scopes:
                 await request_scope.wait_exited()
-
-
-class Opened:
-    """One request's scope and context, tracked between entering and leaving (a class, not
-    a generator: this is on every request's path)."""
-
-    __slots__ = ("_ctx", "_request_scope", "_scopes")
-
-    def __init__(self, scopes: set[RequestScope], request_scope: RequestScope, ctx: Context):
-        self._scopes = scopes
-        self._request_scope = request_scope
-        self._ctx = ctx
-
-    def __enter__(self) -> tuple[RequestScope, Context]:
-        self._scopes.add(self._request_scope)
-        return self._request_scope, self._ctx
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._scopes.discard(self._request_scope)

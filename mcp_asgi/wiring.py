@@ -163,7 +163,7 @@ def wire(
             legacy_settings,
             keepalive_interval=settings.keepalive_interval,
             limits=limits,
-            open_scope=inflight.open,
+            inflight=inflight,
             dispatch=lambda request, ctx: server.dispatch(request, ctx, options),
             store=store,
         )

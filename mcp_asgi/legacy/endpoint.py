@@ -11,14 +11,14 @@ Every request but `initialize` must name an open session: no `Mcp-Session-Id` is
 an unknown or expired one 404, and so is another principal's (a session is bound to the
 identity that opened it: the verified token's, or the host app's). Errors raised before
 a request runs are `ProtocolError`s, answered by the middleware like its own. The
-wiring hands in what a request needs to run (`open_scope`, `dispatch`) so both eras
+wiring hands in what a request needs to run (`inflight`, `dispatch`) so both eras
 run requests the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from functools import partial
 from typing import Final, Protocol
@@ -84,19 +84,20 @@ Dispatch = Callable[[McpRequest, Context], Awaitable[JsonObject]]
 Call = Callable[[Context], Awaitable[JsonObject]]
 
 
-class ScopeOpener(Protocol):
-    """Opens the request scope of one request (`InFlight.open`, shared by both eras)."""
+class InFlightRequests(Protocol):
+    """Opens the request scope of one request and closes it once it is over (`InFlight`,
+    shared by both eras: what is in flight is cancelled at shutdown)."""
 
-    def __call__(
+    def open(
         self,
         exchange: Exchange,
         request: McpRequest,
         writer: ReplyWriter,
-        /,
-        *,
-        cancel_on_disconnect: bool,
         inputs: Asking | None,
-    ) -> AbstractContextManager[tuple[RequestScope, Context]]: ...
+        cancel_on_disconnect: bool,
+    ) -> tuple[RequestScope, Context]: ...
+
+    def close(self, request_scope: RequestScope) -> None: ...
 
 
 class LegacyEndpoint:
@@ -109,7 +110,7 @@ class LegacyEndpoint:
         *,
         keepalive_interval: float | None,
         limits: ClientLimits,
-        open_scope: ScopeOpener,
+        inflight: InFlightRequests,
         dispatch: Dispatch,
         store: StateStore | None = None,
     ) -> None:
@@ -128,7 +129,7 @@ class LegacyEndpoint:
         )
         self._limits = limits
         self._max_info = settings.max_client_info_bytes
-        self._open_scope = open_scope
+        self._inflight = inflight
         self._dispatch = dispatch
         self._keepalive = keepalive_interval or 0  # 0: none
         self._disconnect_cancels = settings.disconnect_cancels
@@ -344,9 +345,11 @@ class LegacyEndpoint:
                 session.id, self._replies, streams=writer.streams, timeout=self._input_timeout
             )
             inputs = LiveInput(request, outbound.send)
-        with self._open_scope(
-            exchange, request, writer, cancel_on_disconnect=self._disconnect_cancels, inputs=inputs
-        ) as (request_scope, ctx):
+        inflight = self._inflight
+        request_scope, ctx = inflight.open(
+            exchange, request, writer, inputs, self._disconnect_cancels
+        )
+        try:
             if outbound is not None:
                 outbound.bind(request_scope)
             session.track(request_scope)  # no await since the session lookup: atomic
@@ -358,6 +361,8 @@ class LegacyEndpoint:
             finally:
                 session.untrack(request_scope)
                 release()
+        finally:
+            inflight.close(request_scope)
         return request_scope
 
     def _writer(
