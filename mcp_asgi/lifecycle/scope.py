@@ -419,8 +419,12 @@ class RequestScope:
             # make current (an SDK, a trace context): entered and left by hand, as a `with`
             # of a shared no-op costs two calls on every request
             activation = None
+            # `with self._handler_scope:`, written out: a `with` calls `__enter__` through C
+            # (Python 3.11), a frame of its own on every request; a method call does not
+            handler_scope = self._handler_scope
             try:
-                with self._handler_scope:
+                handler_scope.__enter__()
+                try:
                     if self._observer.activates:
                         activation = self._observer.activate()
                         activation.__enter__()
@@ -437,6 +441,11 @@ class RequestScope:
                     finally:
                         if activation is not None:
                             activation.__exit__(None, None, None)
+                except BaseException as left:  # the scope swallows a cancellation of its own
+                    if not handler_scope.__exit__(type(left), left, left.__traceback__):
+                        raise
+                else:
+                    handler_scope.__exit__(None, None, None)
             finally:
                 if self._reason is not None:  # the scope was cancelled, and is left
                     drop_redelivery(self._handler_scope)
