@@ -132,6 +132,7 @@ class RequestScope:
         "_side_effects",
         "_signalled_at",
         "_started",
+        "_threads",
         "_timeout",
         "_token",
         "_unclaimed",
@@ -189,7 +190,8 @@ class RequestScope:
         # how far it got
         self._phase = _RUNNING
         self._over: LazyEvent | None = None  # run() has returned: made by a wait for it
-        self._work = RunningWork(self, threads)
+        self._work: RunningWork | None = None  # made when first needed (`_running_work`)
+        self._threads = threads
         self._in_task = task is not None  # (a flag: the scope does not keep the task alive)
         self._handler_scope = cheap_scope(task)
         self._keepalive_interval = keepalive_interval
@@ -225,7 +227,24 @@ class RequestScope:
     @property
     def work(self) -> RunningWork:
         """The handler's running work (threads, owned subprocesses)."""
-        return self._work
+        return self._running_work()
+
+    def _running_work(self) -> RunningWork:
+        """The handler's running work, made when first needed: a thread, a resource owned,
+        a wait for the handler to exit. Until then the handler is all of it (most requests
+        never need it), running until `work_returned`."""
+        work = self._work
+        if work is None:
+            if self._exited_at is None:  # counting the handler from here
+                work = self._work = RunningWork(self, self._threads)
+            else:
+                work = self._work = RunningWork(None, self._threads, 0)
+        return work
+
+    def _work_running(self) -> bool:
+        """Whether the handler or a thread of its is still running."""
+        work = self._work
+        return self._exited_at is None if work is None else work.running > 0
 
     @property
     def clock(self) -> Clock:
@@ -306,7 +325,7 @@ class RequestScope:
         if not accepted:
             log_ignored(self._request, reason)
             return False
-        if self._phase is _RETURNED and not self._work.running:
+        if self._phase is _RETURNED and not self._work_running():
             self._outcome = "too_late"  # the work was done; only the reply was left
         if reason is _CLIENT_DISCONNECT:
             self._writer.abandon()
@@ -379,7 +398,7 @@ class RequestScope:
         request moves on at once: the thread is abandoned (told through `token`) and
         counted as running work until it returns. A plain function returning the
         awaitable: call it only to await it at once."""
-        return self._work.run_sync(fn, kwargs)
+        return self._running_work().run_sync(fn, kwargs)
 
     # -- lifecycle: the runner's steps -------------------------------------------------
 
@@ -449,8 +468,11 @@ class RequestScope:
             finally:
                 if self._reason is not None:  # the scope was cancelled, and is left
                     drop_redelivery(self._handler_scope)
-                if not self._work.handler_returned():  # (most leave nothing open)
-                    await self._work.handler_exited()
+                work = self._work
+                if work is None:  # no thread, nothing owned, no wait: the handler was all
+                    self.work_returned()
+                elif not work.handler_returned():  # (most leave nothing open)
+                    await work.handler_exited()
             if self._unclaimed is not None and self._told_unrecorded():
                 self._claim()  # the server's, which the handler swallowed
             if final is not None:
@@ -511,7 +533,7 @@ class RequestScope:
         reason = self._reason
         if reason is None:
             return False
-        return reason is not _CLIENT_DISCONNECT or bool(self._work.running)
+        return reason is not _CLIENT_DISCONNECT or self._work_running()
 
     def _watch_failed(self) -> None:
         """The watcher failed (the runner raises why): nothing would watch the handler any
@@ -573,10 +595,11 @@ class RequestScope:
             await self._reply_server_error()
         if self._outcome == "too_late" or self._phase is _ENDED:  # (ended: orphaned already)
             return
-        work = self._work
-        if work.running:  # (`wait_idle`'s first turn, written out: no coroutine for it)
+        if self._work_running():  # (`wait_idle`'s first turn, written out: no coroutine)
             await checkpoint()  # a cancelled async handler usually returns as it runs again
-            if work.running and not await work.wait_idle(self._grace_left(), turned=True):
+            if self._work_running() and not await self._running_work().wait_idle(
+                self._grace_left(), turned=True
+            ):
                 self._end()  # the span ends now; the orphan is counted until the work returns
 
     def _grace_left(self) -> float:
@@ -686,7 +709,7 @@ class RequestScope:
             self.start_watcher(receive, message, since, context)
             return
         self._unwatched = True  # its receive() is over: nothing is left to watch
-        if self._signal(_CLIENT_DISCONNECT, from_watcher=True) and self._work.running:
+        if self._signal(_CLIENT_DISCONNECT, from_watcher=True) and self._work_running():
             self._graced = True
             add_deadline(self, self._clock() + self._cancel_grace)
 
@@ -702,7 +725,7 @@ class RequestScope:
                 if not self._told_unrecorded():
                     return  # taken back: the handler's own
                 self._claim()
-            if self._work.running:
+            if self._work_running():
                 self._end()
         except Exception:  # (on the loop's one timer: never kept from the other deadlines)
             _errors.warning("ending a request at its grace period failed", exc_info=True)
@@ -732,7 +755,7 @@ class RequestScope:
             self.cancel(CancelReason.SERVER_SHUTDOWN)
         # also when a lifespan shutdown signalled first: its watcher was cancelled with us
         await self._reply_server_error()
-        if self._outcome is None and not await self._work.wait_idle(self._grace_left()):
+        if self._outcome is None and not await self._running_work().wait_idle(self._grace_left()):
             self._end()  # the span ends now; the orphan is counted until the work returns
 
     async def _reply_server_error(self) -> None:
@@ -766,7 +789,7 @@ class RequestScope:
             return
         self._phase = _ENDED
         if self._reason is not None and self._outcome is None:
-            self._outcome = "orphaned" if self._work.running else "exited"
+            self._outcome = "orphaned" if self._work_running() else "exited"
         if not self._observer.observes_end and (  # the common case without an SDK
             self._reason is None
             or not listens(signalled_after(self._side_effects, self._signalled_at))

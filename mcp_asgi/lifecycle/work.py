@@ -62,11 +62,15 @@ class RunningWork:
 
     __slots__ = ("_idle", "_owned", "_owner", "_threads", "running")
 
-    def __init__(self, owner: Owner, threads: ThreadSlots | None = None) -> None:
-        self.running = 1  # the handler itself
+    def __init__(
+        self, owner: Owner | None, threads: ThreadSlots | None = None, running: int = 1
+    ) -> None:
+        """`running`: 1, the handler itself, counted until `handler_returned`; 0 for work
+        counted from after the handler returned (no owner is told then)."""
+        self.running = running
         self._threads = threads
         self._idle: LazyEvent | None = None  # made by the first wait_idle that waits
-        self._owner: Owner | None = owner  # (itself, not a bound method made per request)
+        self._owner = owner  # (itself, not a bound method made per request)
         self._owned: set[Closable] | None = None  # made by the first own()
 
     def own(self, resource: Closable) -> None:
