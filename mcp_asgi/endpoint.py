@@ -63,7 +63,8 @@ class ModernEndpoint:
             request_scope, ctx = inflight.open(exchange, request, writer, inputs)
             try:
                 await request_scope.run(exchange.receive, dispatch, request, ctx, options)
-                await writer.end()
+                if not writer.end_at_once():  # (most replies are complete: no coroutine)
+                    await writer.end()
             finally:
                 inflight.close(request_scope)
         finally:

@@ -313,6 +313,9 @@ class ResumableWriter(ReplyWriter):
         if self._live:
             await super().close()
 
+    def end_at_once(self) -> bool:
+        return False  # its event log ends too: callers always `await end()`
+
     async def end(self) -> None:
         await self._end_log()
         await super().end()

@@ -633,10 +633,10 @@ async def test_internal_error_after_the_reply_started_sends_nothing_more(
     client keeps the reply it got)."""
     from mcp_asgi.http.reply import ReplyWriter
 
-    async def broken(self: ReplyWriter) -> None:
+    def broken(self: ReplyWriter) -> bool:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(ReplyWriter, "end", broken)  # after the reply is written
+    monkeypatch.setattr(ReplyWriter, "end_at_once", broken)  # after the reply is written
     with caplog.at_level(logging.ERROR, logger="mcp_asgi"):
         response = await post_mcp(McpMiddleware(bare_app, server=mcp_server()), "/mcp")
     assert response.status_code == 200

@@ -133,3 +133,25 @@ async def test_ending_the_reply_of_a_gone_client_never_blocks(
     with anyio.fail_after(5):
         await ReplyWriter(send, "json").end()
     assert sent == ["http.response.start"]
+
+
+async def test_a_complete_reply_ends_at_once_and_an_unfinished_one_is_left_to_end() -> None:
+    """`end_at_once` completes the exchange only where the reply was written whole; a reply
+    never written (its client left) is not ended by it: `end()` then sends the 499."""
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    unwritten = ReplyWriter(send, "json")
+    assert not unwritten.end_at_once()
+    assert sent == []
+    await unwritten.end()
+    assert sent[0] == {"type": "http.response.start", "status": 499, "headers": []}
+
+    sent.clear()
+    written = ReplyWriter(send, "json")
+    assert await written.finish({"jsonrpc": "2.0", "id": 1, "result": {}})
+    assert written.end_at_once()
+    assert written.state is ReplyState.DONE
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
