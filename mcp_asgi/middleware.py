@@ -305,9 +305,10 @@ class McpMiddleware:
                     return
                 # 429: its rate, its requests in flight (nothing to ask with no limit on)
                 admitted = limits.admit(asgi_scope) if self._limits_requests else None
-                body = await read_body(  # (positional: see `RequestRuntime.context`)
+                read = read_body(  # (positional: see `RequestRuntime.context`)
                     headers, receive, self._max_body_bytes, task, self._read_timeout
                 )
+                body = read if isinstance(read, bytes) else await read  # (most: at once)
                 check_content_type(headers)
                 mode = negotiate(headers, self._response_mode)
                 if mode is None:

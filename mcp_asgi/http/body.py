@@ -29,17 +29,19 @@ def check_content_type(headers: RequestHeaders) -> None:
         )
 
 
-async def read_body(
+def read_body(
     headers: RequestHeaders,
     receive: Receive,
     limit: int,
     task: asyncio.Task[object] | None,
     within: float = math.inf,
-) -> bytes:
-    """The whole request body, or 413 as soon as it is known to exceed `limit` bytes, or
-    408 when it has not all arrived within `within` seconds (a slow sender holds memory
-    and a connection for as long as it likes otherwise). `task` is the request's own task
-    where anyio's cancellation is asyncio's (`native_task()`), else None."""
+) -> bytes | Awaitable[bytes]:
+    """The whole request body: itself where it came whole in the first message (most
+    requests: no coroutine for them), else an awaitable of it (await it at once). 413 as
+    soon as it is known to exceed `limit` bytes; 408 when it has not all arrived within
+    `within` seconds (a slow sender holds memory and a connection for as long as it likes
+    otherwise). `task` is the request's own task where anyio's cancellation is asyncio's
+    (`native_task()`), else None."""
     declared = headers.first[CONTENT_LENGTH]
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
@@ -49,6 +51,13 @@ async def read_body(
     first = _loop.at_once(receive()) if task is not None else receive()
     if isinstance(first, dict) and not first.get("more_body", False):
         return _whole(first, limit)
+    return _rest(receive, limit, first, within)
+
+
+async def _rest(
+    receive: Receive, limit: int, first: Message | Awaitable[Message], within: float
+) -> bytes:
+    """The body from `first` on, within `within` seconds (408 past them)."""
     body = await _loop.within(within, _read, receive, limit, first)
     if isinstance(body, _loop.TimedOut):
         raise _too_slow(within)

@@ -4,6 +4,8 @@ is not the timer's passes through untouched, also when it comes together with th
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 from starlette.types import Message, Receive
@@ -16,6 +18,12 @@ from mcp_asgi.protocol.jsonrpc import ProtocolError
 pytestmark = [pytest.mark.anyio, pytest.mark.both_loops, pytest.mark.both_paths]
 
 HEADERS = RequestHeaders([(b"content-length", b"4")])
+
+
+async def read(headers: RequestHeaders, receive: Receive, limit: int, **how: Any) -> bytes:
+    """`read_body`'s body: as it comes back at once, or awaited."""
+    body = read_body(headers, receive, limit, **how)
+    return body if isinstance(body, bytes) else await body
 
 
 def chunks(*parts: bytes, then_wait: bool = False) -> tuple[anyio.Event, Receive]:
@@ -36,13 +44,13 @@ def chunks(*parts: bytes, then_wait: bool = False) -> tuple[anyio.Event, Receive
 
 async def test_a_body_in_time_is_read_whole() -> None:
     _, receive = chunks(b"ab", b"cd")
-    assert await read_body(HEADERS, receive, 100, within=5.0, task=native_task()) == b"abcd"
+    assert await read(HEADERS, receive, 100, within=5.0, task=native_task()) == b"abcd"
 
 
 async def test_a_body_not_in_time_is_408_saying_how_long() -> None:
     _, receive = chunks(b"ab", then_wait=True)
     with pytest.raises(ProtocolError) as caught:
-        await read_body(HEADERS, receive, 100, within=0.05, task=native_task())
+        await read(HEADERS, receive, 100, within=0.05, task=native_task())
     assert caught.value.http_status == 408
     assert "0.05 seconds" in str(caught.value)
     assert (b"connection", b"close") in caught.value.headers
@@ -51,14 +59,14 @@ async def test_a_body_not_in_time_is_408_saying_how_long() -> None:
 
 async def test_the_timer_is_gone_once_the_body_is_read() -> None:
     _, receive = chunks(b"abcd")
-    assert await read_body(HEADERS, receive, 100, within=0.02, task=native_task()) == b"abcd"
+    assert await read(HEADERS, receive, 100, within=0.02, task=native_task()) == b"abcd"
     await anyio.sleep(0.05)  # a timer left armed would cancel this
 
 
 async def test_a_cancellation_from_outside_passes_through() -> None:
     _, receive = chunks(b"ab", then_wait=True)
     with anyio.move_on_after(0.05) as outer:
-        await read_body(HEADERS, receive, 100, within=5.0, task=native_task())
+        await read(HEADERS, receive, 100, within=5.0, task=native_task())
     assert outer.cancelled_caught
 
 
@@ -67,7 +75,7 @@ async def test_after_the_timers_408_outer_scopes_still_cancel() -> None:
     with anyio.CancelScope() as outer:
         outer.deadline = anyio.current_time() + 0.1
         with pytest.raises(ProtocolError):  # the timer's 408 …
-            await read_body(HEADERS, receive, 100, within=0.05, task=native_task())
+            await read(HEADERS, receive, 100, within=0.05, task=native_task())
         await anyio.sleep(5)  # … and the outer scope's cancellation still arrives
     assert outer.cancelled_caught
 
@@ -76,7 +84,7 @@ async def test_a_disconnect_before_the_end_is_client_gone() -> None:
     gate, receive = chunks(b"ab", then_wait=True)
     gate.set()
     with pytest.raises(ClientGone):
-        await read_body(HEADERS, receive, 100, within=5.0, task=native_task())
+        await read(HEADERS, receive, 100, within=5.0, task=native_task())
 
 
 def late(body: bytes, after: float) -> Receive:
@@ -90,23 +98,20 @@ def late(body: bytes, after: float) -> Receive:
 
 
 async def test_a_body_that_arrives_late_but_in_time_is_read_whole() -> None:
-    assert (
-        await read_body(HEADERS, late(b"abcd", 0.02), 100, within=5.0, task=native_task())
-        == b"abcd"
-    )
+    assert await read(HEADERS, late(b"abcd", 0.02), 100, within=5.0, task=native_task()) == b"abcd"
 
 
 async def test_a_first_message_that_never_comes_is_408() -> None:
     # the read's first step waits: the rest of it is under the time limit
     with pytest.raises(ProtocolError) as caught:
-        await read_body(HEADERS, late(b"abcd", 5.0), 100, within=0.05, task=native_task())
+        await read(HEADERS, late(b"abcd", 5.0), 100, within=0.05, task=native_task())
     assert caught.value.http_status == 408
 
 
 async def test_a_body_there_at_once_over_the_limit_is_413() -> None:
     _, receive = chunks(b"abcdef")
     with pytest.raises(ProtocolError) as caught:
-        await read_body(RequestHeaders([]), receive, 4, within=5.0, task=native_task())
+        await read(RequestHeaders([]), receive, 4, within=5.0, task=native_task())
     assert caught.value.http_status == 413
 
 
@@ -122,10 +127,10 @@ async def test_only_a_content_length_in_ascii_digits_is_taken_at_its_word(
     _, receive = chunks(b"abcd")
     headers = RequestHeaders([(b"content-length", declared)])
     if status is None:
-        assert await read_body(headers, receive, limit, within=5.0, task=native_task()) == b"abcd"
+        assert await read(headers, receive, limit, within=5.0, task=native_task()) == b"abcd"
         return
     with pytest.raises(ProtocolError) as caught:
-        await read_body(headers, receive, limit, within=5.0, task=native_task())
+        await read(headers, receive, limit, within=5.0, task=native_task())
     assert caught.value.http_status == status
 
 
@@ -140,6 +145,6 @@ async def test_a_cancellation_while_waiting_for_the_first_message_reaches_receiv
         raise AssertionError("not reached")
 
     with anyio.move_on_after(0.05) as outer:
-        await read_body(HEADERS, receive, 100, within=5.0, task=native_task())
+        await read(HEADERS, receive, 100, within=5.0, task=native_task())
     assert outer.cancelled_caught
     assert cleaned == [True]
