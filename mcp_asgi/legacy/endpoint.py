@@ -357,7 +357,8 @@ class LegacyEndpoint:
                 await request_scope.run(
                     _ReceiveWithRelease(exchange.receive, release, writer), lambda: call(ctx)
                 )
-                await writer.end()  # complete the HTTP exchange even if the client left
+                if not writer.end_at_once():  # complete the HTTP exchange (as the 2026
+                    await writer.end()  # endpoint does), even if the client left
             finally:
                 session.untrack(request_scope)
                 release()
