@@ -8,7 +8,8 @@ JSON; `bench.report` turns them into tables and plots.
 
     python -m bench.run --quick                    # a few minutes, one round
     python -m bench.run --rounds 3                 # the full run; updates docs/benchmarks.md
-    python -m bench.run --targets mcp_asgi,starlette-floor --rounds 1
+    python -m bench.run --targets mcp_asgi,starlette-floor --rounds 1   # a part: partial-*.json,
+                                                   # its tables beside it, the page untouched
     python -m bench.run --profile mcp_asgi         # py-spy while wrk loads echo
     python -m bench.run --profile mcp_asgi --profile-phase mass
 """
@@ -57,6 +58,7 @@ class Target:
 
 
 ALL = frozenset({"throughput", "cancel", "mass"})
+STREAMS = 500  # the mass cancel's open streams
 TARGETS = [
     Target("starlette-floor", "Starlette route (floor)", False, "-", frozenset({"throughput"})),
     Target("mcp_asgi", "mcp_asgi (defaults)", False, "sse", ALL),
@@ -414,7 +416,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--loadgen", choices=["wrk", "python"], help="default: wrk if present")
     parser.add_argument("--duration", type=float, help="seconds of wrk load per measurement")
     parser.add_argument("--samples", type=int, help="cancel samples per tool per round")
-    parser.add_argument("--streams", type=int, default=500, help="mass-cancel streams")
+    parser.add_argument("--streams", type=int, default=STREAMS, help="mass-cancel streams")
     parser.add_argument("--figures", help="comma-separated subset of: throughput, cancel, mass")
     parser.add_argument("--skip-setup", action="store_true", help="do not touch venvs or apt")
     parser.add_argument("--upgrade-peers", action="store_true", help="reinstall the peers")
@@ -445,6 +447,10 @@ def main(argv: list[str] | None = None) -> None:
         has_wrk = load.wrk_available()
     loadgen = args.loadgen or ("wrk" if has_wrk else "python")
     quick = args.quick
+    # only the whole run (every target, figure and stream) is the page's: a part of it
+    # would replace the page's tables with its few rows
+    whole = not (args.targets or args.figures or args.streams != STREAMS)
+    kind = "quick" if quick else "full" if whole else "partial"
     plan = Plan(
         rounds=1 if quick else args.rounds,
         warmup=1.0 if quick else 2.0,
@@ -487,16 +493,16 @@ def main(argv: list[str] | None = None) -> None:
     meta["machine"]["loadavg_end"] = env.loadavg()
 
     RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = ("quick-" if quick else "full-") + time.strftime("%Y%m%d-%H%M%S")
+    stem = f"{kind}-" + time.strftime("%Y%m%d-%H%M%S")
     path = RESULTS / f"{stem}.json"
     path.write_text(json.dumps({"meta": meta, "records": records}, indent=1) + "\n")
-    latest = RESULTS / ("latest-quick.json" if quick else "latest-full.json")
-    latest.write_text(path.read_text())
+    if kind != "partial":
+        (RESULTS / f"latest-{kind}.json").write_text(path.read_text())
     env.log(f"wrote {path.relative_to(env.ROOT)} ({meta['wall_s']} s)")
 
     if not args.no_report and env.PEERS_PYTHON.exists():
         report = [str(env.PEERS_PYTHON), "-m", "bench.report", str(path)]
-        if not quick:
+        if kind == "full":  # a part's tables go beside its JSON, not into the page
             report.append("--docs")
         subprocess.run(report, cwd=env.ROOT, check=True)
 
