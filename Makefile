@@ -165,6 +165,9 @@ bench: $(STAMP) $(DOWNSTREAM_STAMP)  ## the full benchmark run (long): the peers
 	$(BIN)/python -m bench.server_counts --write
 	$(BIN)/python -m bench.compiled --write
 	$(BIN)/python -m bench.cancel_counts --http h11,httptools --write
+	$(BIN)/python -m bench.cancel_latency --servers uvicorn-h11,uvicorn-httptools --kinds async --mass 0 --samples 1 --rounds 30
+	$(BIN)/python -m bench.run --targets mcp_asgi,sdk-sse --figures mass --streams 300 --rounds 15
+	$(BIN)/python -m bench.goals --write
 
 bench-quick: $(STAMP) $(DOWNSTREAM_STAMP)  ## a few minutes
 	$(BIN)/python -m bench.run --quick
