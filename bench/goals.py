@@ -5,8 +5,8 @@ it (the tree's own runs: none of a copy, none of `--quick`):
     python -m bench.goals --write    # and into docs/benchmarks.md (`make bench`'s last step)
 
 * instructions in process: `bench.instructions` (`instructions-*.json`);
-* throughput and server CPU: `bench.stacks` (`stacks-*.json`), the goals' target
-  `mcp_asgi-limits`;
+* throughput and server CPU: `bench.stacks` (`stacks-*.json`, also a run of some servers),
+  the goals' target `mcp_asgi-limits`;
 * cancel latency, one at a time and 200 in flight: `bench.cancel_latency`
   (`cancel-latency-*.json`), each mode from the latest run that has it;
 * the mass cancel against the official SDK: `bench.run` (`full-*.json`, `partial-*.json`)
@@ -90,37 +90,50 @@ def instructions() -> list[Row]:
     return [(goal, measured, f"`{name}`", "yes" if met else "**no**")]
 
 
-def throughput() -> list[Row]:
-    def has_target(data: dict[str, Any]) -> bool:
-        return not data["meta"].get("quick") and any(
-            r["target"] == TARGET and r["server"] in SERVERS for r in data["rows"]
-        )
+def _throughput_rows() -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
+    """(server, tool) → (run, row) of the goals' target, from the newest run of `bench.stacks`
+    that has each (a run of some servers counts for those; a quick run for none)."""
+    found: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+    for name, data in runs("stacks-*.json"):
+        if "quick" in name:
+            continue
+        for row in data["rows"]:
+            if row["target"] == TARGET:
+                found.setdefault((row["server"], row["tool"]), (name, row))
+    return found
 
-    found = latest(has_target, "stacks-*.json")
-    if found is None:
-        return [("throughput and server CPU", "not measured", report.DASH, report.DASH)]
-    name, data = found
-    rows = {(r["server"], r["tool"]): r for r in data["rows"] if r["target"] == TARGET}
+
+def throughput() -> list[Row]:
+    rows = _throughput_rows()
     out: list[Row] = []
     goals = (("uvicorn-h11", 0.9, 0.7), ("uvicorn-httptools", 0.8, 0.5))
     for server, async_line, def_line in goals:
         for tool, kind, line in (("echo", "async", async_line), ("echo_sync", "def", def_line)):
-            row = rows.get((server, tool))
             goal = f"{SERVERS[server]}, `{kind}` echo ≥ {line}{X} the floor's req/s"
-            if row is None:
-                out.append((goal, "not measured", f"`{name}`", report.DASH))
+            got = rows.get((server, tool))
+            if got is None:
+                out.append((goal, "not measured", report.DASH, report.DASH))
                 continue
+            name, row = got
             interval = _interval(row["ratios"])
             met = verdict(row["ratio"], line, interval, at_least=True)
             measured = f"{row['ratio']:.2f}{X}{_spread(interval, '.3f')}"
-            out.append((goal, measured, f"`{name}`", met))
-    row = rows.get(("uvicorn-httptools", "echo"))
+            out.append((goal, measured, _run(name, row["ratios"]), met))
     goal = f"server CPU per `async` echo, httptools ≤ the floor's + 0.25{X}"
-    if row is not None and row.get("cpu_extras"):
-        interval = _interval(row["cpu_extras"])
-        measured = f"{row['cpu_extra']:+.2f}{X}{_spread(interval, '+.3f')}"
-        out.append((goal, measured, f"`{name}`", verdict(row["cpu_extra"], 0.25, interval)))
+    got = rows.get(("uvicorn-httptools", "echo"))
+    if got is None or not got[1].get("cpu_extras"):
+        return [*out, (goal, "not measured", report.DASH, report.DASH)]
+    name, row = got
+    interval = _interval(row["cpu_extras"])
+    measured = f"{row['cpu_extra']:+.2f}{X}{_spread(interval, '+.3f')}"
+    out.append(
+        (goal, measured, _run(name, row["cpu_extras"]), verdict(row["cpu_extra"], 0.25, interval))
+    )
     return out
+
+
+def _run(name: str, rounds: list[Any]) -> str:
+    return f"`{name}` ({len(rounds)} rounds)"
 
 
 def _cancel_rows(concurrency: int) -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
@@ -169,9 +182,9 @@ def cancels() -> list[Row]:
             least = burst.get((server, f"floor-task@{name}"))  # the least stop, same run
             if least is not None and least[1].get("paired_over_ms") is not None:
                 measured += f" (the least stop {least[1]['paired_over_ms']:+.2f})"
-            rounds = len(row.get("rounds", []))
-            run = f"`{name}` ({rounds} rounds)"
-            out.append((goal, measured, run, verdict(over, 2.0, bounds)))
+            out.append(
+                (goal, measured, _run(name, row.get("rounds", [])), verdict(over, 2.0, bounds))
+            )
     return out
 
 
@@ -199,7 +212,7 @@ def mass() -> list[Row]:
         return [(goal, "not measured", f"`{name}`", report.DASH)]
     ratio, interval = report.med(ratios), _interval(ratios)
     measured = f"{ratio:.2f}{X}{_spread(interval, '.2f')} paired by round"
-    return [(goal, measured, f"`{name}` ({len(ratios)} rounds)", verdict(ratio, 0.5, interval))]
+    return [(goal, measured, _run(name, ratios), verdict(ratio, 0.5, interval))]
 
 
 def table() -> str:

@@ -319,12 +319,16 @@ def main(argv: list[str] | None = None) -> None:
     rows = aggregate(records)
     text = summary(meta, rows, names)
     run.RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = "stacks-" + ("quick-" if args.quick else "") + time.strftime("%Y%m%d-%H%M%S")
+    # only the whole run (every server, every target) is the page's: a part of it would
+    # replace the page's table with its few rows
+    whole = set(names) == set(servers.MATRIX) and set(wanted) >= set(DEFAULT_TARGETS)
+    kind = "quick-" if args.quick else "" if whole else "partial-"
+    stem = f"stacks-{kind}" + time.strftime("%Y%m%d-%H%M%S")
     path = run.RESULTS / f"{stem}.json"
     path.write_text(json.dumps({"meta": meta, "rows": rows, "records": records}, indent=1) + "\n")
     path.with_suffix(".md").write_text(text)
     print(text)
-    if not args.quick:
+    if not kind:
         update_doc(text)
     env.log(f"wrote {path.relative_to(env.ROOT)} and .md ({meta['wall_s']} s)")
 
