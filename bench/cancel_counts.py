@@ -171,6 +171,8 @@ def main(argv: list[str] | None = None) -> None:
     unknown += [m for m in modes if m not in (*cancel_latency.MODES, *cancel_latency.FLOOR_KINDS)]
     if unknown or args.large <= args.small:
         parser.error(f"unknown servers or modes: {unknown}, or --large not above --small")
+    if args.write and set(modes) != {*cancel_latency.FLOOR_KINDS, *cancel_latency.MODES}:
+        parser.error("--write needs every mode: a part would replace the page's table")
     started = time.time()
     counts: dict[str, dict[str, int]] = {}
     for http in kinds:  # the modes of one server side by side, at once

@@ -163,6 +163,8 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [c for c in cases if c not in features.CASES]
     if unknown or args.short % 32 or args.long % 32 or args.long <= args.short:
         raise SystemExit(f"unknown cases {unknown}, or --short/--long not multiples of 32")
+    if args.write and set(cases) != set(features.CASES):  # (the page's tables have every row)
+        raise SystemExit("--write needs every case: a part would replace the page's tables")
     started = time.time()
     rows = measure(cases, args.short, args.long, args.jobs)
     run = {

@@ -199,6 +199,7 @@ def table(runs: dict[str, dict[str, dict[str, float]]], floor: str) -> str:
 
 
 _SERVERS = {"httptools": "httptools/uvloop", "h11": "h11/asyncio"}
+TARGETS = ("starlette-floor", "mcp_asgi")  # the page's table
 
 
 def _label(target: str) -> str:
@@ -207,8 +208,8 @@ def _label(target: str) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Counts per request of a real server.")
-    parser.add_argument("--targets", default="starlette-floor,mcp_asgi")
-    parser.add_argument("--http", default="httptools,h11", help="httptools, h11 or both")
+    parser.add_argument("--targets", default=",".join(TARGETS))
+    parser.add_argument("--http", default=",".join(_SERVERS), help="httptools, h11 or both")
     parser.add_argument("--warm-up", type=int, default=400)
     parser.add_argument("--requests", type=int, default=800)
     parser.add_argument("--clients", type=int, default=8)
@@ -225,6 +226,10 @@ def main(argv: list[str] | None = None) -> None:
     unknown += [k for k in kinds if k not in _SERVERS]
     if unknown:
         raise SystemExit(f"unknown targets or servers: {unknown}")
+    if args.write and not (set(names) >= set(TARGETS) and set(kinds) >= set(_SERVERS)):
+        raise SystemExit(
+            "--write needs the page's targets and servers: a part would replace its table"
+        )
     started = time.time()
     runs: dict[str, dict[str, dict[str, float]]] = {}
     for http in kinds:  # the targets of one server side by side, at once
