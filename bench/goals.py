@@ -80,7 +80,7 @@ def instructions() -> list[Row]:
         f"≤ 2.5{X} the floor's"
     )
     if found is None:
-        return [(goal, "not measured", report.DASH, report.DASH)]
+        return [_missing(goal)]
     name, data = found
     counts = {case: row["instructions"] for case, row in data["rows"].items()}
     lines = {"async": 1.5, "def": 2.0, "cancelled": 2.5}
@@ -112,7 +112,7 @@ def throughput() -> list[Row]:
             goal = f"{SERVERS[server]}, `{kind}` echo ≥ {line}{X} the floor's req/s"
             got = rows.get((server, tool))
             if got is None:
-                out.append((goal, "not measured", report.DASH, report.DASH))
+                out.append(_missing(goal))
                 continue
             name, row = got
             interval = _interval(row["ratios"])
@@ -122,7 +122,7 @@ def throughput() -> list[Row]:
     goal = f"server CPU per `async` echo, httptools ≤ the floor's + 0.25{X}"
     got = rows.get(("uvicorn-httptools", "echo"))
     if got is None or not got[1].get("cpu_extras"):
-        return [*out, (goal, "not measured", report.DASH, report.DASH)]
+        return [*out, _missing(goal)]
     name, row = got
     interval = _interval(row["cpu_extras"])
     measured = f"{row['cpu_extra']:+.2f}{X}{_spread(interval, '+.3f')}"
@@ -130,6 +130,10 @@ def throughput() -> list[Row]:
         (goal, measured, _run(name, row["cpu_extras"]), verdict(row["cpu_extra"], 0.25, interval))
     )
     return out
+
+
+def _missing(goal: str) -> Row:
+    return (goal, "not measured", report.DASH, report.DASH)
 
 
 def _run(name: str, rounds: list[Any]) -> str:
@@ -154,6 +158,10 @@ def _cancel_rows(concurrency: int) -> dict[tuple[str, str], tuple[str, dict[str,
     return found
 
 
+def _one_cancel(goal: str, name: str, row: dict[str, Any]) -> Row:
+    return (goal, f"{row['p99_ms']:.2f} ms", f"`{name}`", verdict(row["p99_ms"], 2.0))
+
+
 def cancels() -> list[Row]:
     out: list[Row] = []
     one = _cancel_rows(1)
@@ -161,18 +169,14 @@ def cancels() -> list[Row]:
         for mode in ("json", "sse"):
             goal = f"one `async` cancel ≤ 2 ms p99, {short}, {mode.upper()}"
             got = one.get((server, mode))
-            if got is None:
-                out.append((goal, "not measured", report.DASH, report.DASH))
-                continue
-            name, row = got
-            out.append((goal, f"{row['p99_ms']:.2f} ms", f"`{name}`", verdict(row["p99_ms"], 2.0)))
+            out.append(_missing(goal) if got is None else _one_cancel(goal, *got))
     burst = _cancel_rows(BURST)
     for server, short in SERVERS.items():
         for mode in ("json", "sse"):
             goal = f"{BURST} in flight: p99 ≤ the floor's + 2 ms, {short}, {mode.upper()}"
             got = burst.get((server, mode))
             if got is None or got[1].get("paired_over_ms") is None:
-                out.append((goal, "not measured", report.DASH, report.DASH))
+                out.append(_missing(goal))
                 continue
             name, row = got
             over = row["paired_over_ms"]
@@ -202,7 +206,7 @@ def mass() -> list[Row]:
 
     found = latest(side_by_side, "full-*.json", "partial-*.json")
     if found is None:
-        return [(goal, "not measured", report.DASH, report.DASH)]
+        return [_missing(goal)]
     name, data = found
     agg = report.aggregate(data)
     mine = agg["mcp_asgi"].get("mass", {}).get("p99_by_round", {})
