@@ -32,15 +32,7 @@ import anyio
 from anyio._backends._asyncio import CancelScope as _AsyncioScope
 from anyio._backends._asyncio import TaskState, _task_states, is_anyio_cancellation
 
-from mcp_asgi._loop.current import (
-    asyncio_task,
-    cancelling,
-    native_task,
-    new_cancel_scope,
-    running_loop,
-    task_of,
-    uncancel,
-)
+from mcp_asgi._loop.current import native_task, new_cancel_scope, running_loop, task_of
 
 _new = object.__new__
 # anyio's task states are a `WeakKeyDictionary`, whose methods are Python: its own dict is
@@ -132,7 +124,9 @@ class CheapScope(_AsyncioScope):
             or self._child_scopes
             or self._timeout_handle is not None
             or len(self._tasks) != 1  # (the host task is in a child scope)
-            or asyncio_task() is task  # (anyio waits until the task next yields)
+            # (anyio waits until the task next yields; `asyncio_task()`'s steps, as in
+            # `__enter__`)
+            or task_of(running_loop()) is task
         ):
             super().cancel(reason)
             return
@@ -164,10 +158,11 @@ class CheapScope(_AsyncioScope):
         self._tasks.remove(task)
         state.cancel_scope = None
         self._host_task = None  # (a retry pending finds the scope left)
+        self._cancel_handle = None  # (and skips it: `drop_redelivery` has nothing to drop)
         while self._pending_uncancellations:
-            uncancel(task)
+            task.uncancel()  # (3.11+, as is this scope)
             self._pending_uncancellations -= 1  # type: ignore[assignment,operator,unused-ignore]
-        if cancelling(task) > self._cancelling_at_enter:
+        if task.cancelling() > self._cancelling_at_enter:  # type: ignore[attr-defined,unused-ignore]
             return False  # a native cancel() came too: not swallowed (anyio #1214)
         if isinstance(exc, asyncio.CancelledError) and (
             # this scope's own (the message it cancelled with), else anyio's look at it

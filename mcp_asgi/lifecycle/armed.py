@@ -149,9 +149,12 @@ class ArmedWatch:
         if not self._anywhere:
             self.fire()
             return
-        owner = self._disarm()
+        # `_disarm`, less the callback's removal: the future has let go of its callbacks
+        owner, self._owner = self._owner, None
         if owner is None:
             return
+        if self._timed:
+            discard_deadline(self)
         first, receive, since, context = self._first, self._receive, self._since, self._context
         try:
             message = first.step()
