@@ -19,7 +19,8 @@ lifespan, asyncio only).
                 add_deadline / discard_deadline: a call at a time, on the loop's one timer
     tasks       beside (a one-child task group), Task (an asyncio task of its own: a
                 watcher beside its handler),
-                checkpoint (anyio's, without its backend lookup on asyncio)
+                checkpoint (anyio's, without its backend lookup on asyncio); one_turn (the
+                same, for a caller that knows it runs on asyncio)
     threads     run_in_thread: the worker threads of sync handlers (a pool on asyncio)
     clock       loop_clock: the running loop's clock, callable from threads; task_clock:
                 the clock of a task's loop (asked of the task)
@@ -60,7 +61,7 @@ from mcp_asgi._loop.interrupt import (
 )
 from mcp_asgi._loop.line import Line
 from mcp_asgi._loop.switch import plain_anyio, use_plain_anyio
-from mcp_asgi._loop.tasks import Beside, Task, beside, checkpoint
+from mcp_asgi._loop.tasks import Beside, Task, beside, checkpoint, one_turn
 from mcp_asgi._loop.threads import run_in_thread
 
 __all__ = [
@@ -91,6 +92,7 @@ __all__ = [
     "native_task",
     "new_cancel_scope",
     "on_asyncio",
+    "one_turn",
     "plain_anyio",
     "ready",
     "run_in_thread",

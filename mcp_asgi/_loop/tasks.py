@@ -80,9 +80,10 @@ class Task:
 
 
 @types.coroutine
-def _one_turn() -> Generator[None, None, None]:
-    """One turn of the loop: `asyncio.sleep(0)`'s own bare yield, without its coroutine and
-    its check of the delay around it."""
+def one_turn() -> Generator[None, None, None]:
+    """One turn of an asyncio loop (`checkpoint()` where the caller knows it runs on
+    asyncio): `asyncio.sleep(0)`'s own bare yield, without its coroutine and its check of
+    the delay around it."""
     yield
 
 
@@ -90,7 +91,7 @@ def checkpoint() -> Awaitable[None]:
     """`await checkpoint()`: `anyio.lowlevel.checkpoint()` (on asyncio, one turn of the
     loop, which is what anyio does there), without anyio's backend lookup on asyncio."""
     if on_asyncio():
-        return _one_turn()
+        return one_turn()
     return anyio.lowlevel.checkpoint()
 
 

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import anyio
 from starlette.types import Receive
 
-from mcp_asgi._loop import Task, asyncio_task, beside, checkpoint
+from mcp_asgi._loop import Task, asyncio_task, beside, one_turn
 from mcp_asgi.lifecycle.watcher import Received
 from mcp_asgi.protocol.jsonrpc import JsonObject
 
@@ -104,7 +104,7 @@ async def _run_in_request_task(steps: Steps, receive: Receive, call: Call, args:
             if await steps.handle(call, args, receive):  # (cancelled)
                 # the handler has stopped: every other handler a burst of cancels reached
                 # on this turn stops before any of their requests' accounts are settled
-                await checkpoint()
+                await one_turn()  # (this is the asyncio path: `checkpoint()`'s, no question)
                 if steps.watcher_task is None:
                     await steps.watch(receive)  # no watcher's task: the rest of it here
         except asyncio.CancelledError:
