@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import report
+from . import cancel_latency, instructions, report, stacks
 
 Row = tuple[str, str, str, str]  # goal, measured, run, met?
 _H11 = "uvicorn-h11"  # (the server of a run from before the cancel bench named one)
@@ -32,7 +32,6 @@ SERVERS = {_H11: "h11", "uvicorn-httptools": "httptools"}
 BURST = 200  # issue 27's calls in flight
 MASS = 300  # issue 27's calls closed at once
 X = report.TIMES
-TARGET = "mcp_asgi-limits"  # the throughput goals' target (limits far above the load)
 
 
 def runs(*patterns: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -73,21 +72,21 @@ def _spread(interval: tuple[float, float] | None, fmt: str) -> str:
     return "" if interval is None else f" [{interval[0]:{fmt}}, {interval[1]:{fmt}}]"
 
 
-def instructions() -> list[Row]:
-    found = latest(lambda d: {"floor", "async", "def"} <= set(d["rows"]), "instructions-*.json")
-    goal = (
-        f"instructions in process: `async` echo ≤ 1.5{X}, `def` ≤ 2.0{X}, a cancelled call "
-        f"≤ 2.5{X} the floor's"
+def instruction_goals() -> list[Row]:
+    lines = instructions.GOALS
+    named = {"async": "`async` echo", "def": "`def` echo", "cancelled": "a cancelled call"}
+    goal = "instructions in process: " + ", ".join(
+        f"{named.get(case, case)} ≤ {line}{X}" for case, line in lines.items()
     )
+    found = latest(lambda d: {"floor", *lines} <= set(d["rows"]), "instructions-*.json")
     if found is None:
         return [_missing(goal)]
     name, data = found
     counts = {case: row["instructions"] for case, row in data["rows"].items()}
-    lines = {"async": 1.5, "def": 2.0, "cancelled": 2.5}
-    ratios = {case: counts[case] / counts["floor"] for case in lines if case in counts}
+    ratios = {case: counts[case] / counts["floor"] for case in lines}
     measured = ", ".join(f"{case} {ratio:.2f}{X}" for case, ratio in ratios.items())
     met = all(ratio <= lines[case] for case, ratio in ratios.items())
-    return [(goal, measured, f"`{name}`", "yes" if met else "**no**")]
+    return [(goal + " the floor's", measured, f"`{name}`", "yes" if met else "**no**")]
 
 
 def _throughput_rows() -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
@@ -98,7 +97,7 @@ def _throughput_rows() -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
         if "quick" in name:
             continue
         for row in data["rows"]:
-            if row["target"] == TARGET:
+            if row["target"] == stacks.GOAL_TARGET:
                 found.setdefault((row["server"], row["tool"]), (name, row))
     return found
 
@@ -106,10 +105,24 @@ def _throughput_rows() -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
 def throughput() -> list[Row]:
     rows = _throughput_rows()
     out: list[Row] = []
-    goals = (("uvicorn-h11", 0.9, 0.7), ("uvicorn-httptools", 0.8, 0.5))
-    for server, async_line, def_line in goals:
-        for tool, kind, line in (("echo", "async", async_line), ("echo_sync", "def", def_line)):
-            goal = f"{SERVERS[server]}, `{kind}` echo ≥ {line}{X} the floor's req/s"
+    kinds = {"echo": "`async` echo", "echo_sync": "`def` echo"}
+    for server, lines in stacks.GOALS.items():
+        for tool, line in lines.items():
+            if tool == "cpu_extra":
+                goal = f"server CPU per `async` echo, {SERVERS[server]} ≤ the floor's + {line}{X}"
+                got = rows.get((server, "echo"))
+                if got is None or not got[1].get("cpu_extras"):
+                    out.append(_missing(goal))
+                    continue
+                name, row = got
+                extras = row["cpu_extras"]
+                interval = _interval(extras)
+                measured = f"{row['cpu_extra']:+.2f}{X}{_spread(interval, '+.3f')}"
+                out.append(
+                    (goal, measured, _run(name, extras), verdict(row["cpu_extra"], line, interval))
+                )
+                continue
+            goal = f"{SERVERS[server]}, {kinds[tool]} ≥ {line}{X} the floor's req/s"
             got = rows.get((server, tool))
             if got is None:
                 out.append(_missing(goal))
@@ -119,16 +132,6 @@ def throughput() -> list[Row]:
             met = verdict(row["ratio"], line, interval, at_least=True)
             measured = f"{row['ratio']:.2f}{X}{_spread(interval, '.3f')}"
             out.append((goal, measured, _run(name, row["ratios"]), met))
-    goal = f"server CPU per `async` echo, httptools ≤ the floor's + 0.25{X}"
-    got = rows.get(("uvicorn-httptools", "echo"))
-    if got is None or not got[1].get("cpu_extras"):
-        return [*out, _missing(goal)]
-    name, row = got
-    interval = _interval(row["cpu_extras"])
-    measured = f"{row['cpu_extra']:+.2f}{X}{_spread(interval, '+.3f')}"
-    out.append(
-        (goal, measured, _run(name, row["cpu_extras"]), verdict(row["cpu_extra"], 0.25, interval))
-    )
     return out
 
 
@@ -140,41 +143,51 @@ def _run(name: str, rounds: list[Any]) -> str:
     return f"`{name}` ({len(rounds)} rounds)"
 
 
-def _cancel_rows(concurrency: int) -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
-    """(server, mode) → (run, row) of the async kind at `concurrency`, the newest run of the
-    tree's (no copy, not quick) that has each; the floors' rows under the name of every run
-    that has them too ((server, mode@run)), to be read beside a row of the same run."""
-    found: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+Runs = list[tuple[str, dict[tuple[str, str], dict[str, Any]]]]
+
+
+def _cancel_runs(concurrency: int) -> Runs:
+    """The tree's `bench.cancel_latency` runs (no copy, not quick), newest first, each with
+    its rows of the async kind at `concurrency` by (server, mode)."""
+    found: Runs = []
     for name, data in runs("cancel-latency-*.json"):
         plan = data["meta"].get("plan", {})
         if data["meta"].get("quick") or plan.get("code"):
             continue
-        for row in data["rows"]:
-            if row["kind"] != "async" or row["concurrency"] != concurrency:
-                continue
-            server = row.get("server", _H11)
-            found.setdefault((server, row["mode"]), (name, row))
-            found.setdefault((server, f"{row['mode']}@{name}"), (name, row))
+        rows = {
+            (row.get("server", _H11), row["mode"]): row
+            for row in data["rows"]
+            if row["kind"] == "async" and row["concurrency"] == concurrency
+        }
+        found.append((name, rows))
     return found
 
 
+def _newest(found: Runs, key: tuple[str, str]) -> tuple[str, dict[str, Any]] | None:
+    """The newest run that has a row for `key`, and that row."""
+    return next(((name, rows[key]) for name, rows in found if key in rows), None)
+
+
 def _one_cancel(goal: str, name: str, row: dict[str, Any]) -> Row:
-    return (goal, f"{row['p99_ms']:.2f} ms", f"`{name}`", verdict(row["p99_ms"], 2.0))
+    met = verdict(row["p99_ms"], cancel_latency.GOAL_ASYNC_P99)
+    return (goal, f"{row['p99_ms']:.2f} ms", f"`{name}`", met)
 
 
 def cancels() -> list[Row]:
     out: list[Row] = []
-    one = _cancel_rows(1)
+    one, burst = _cancel_runs(1), _cancel_runs(BURST)
+    one_line, over_line = cancel_latency.GOAL_ASYNC_P99, cancel_latency.GOAL_BURST_ASYNC_OVER_FLOOR
     for server, short in SERVERS.items():
         for mode in ("json", "sse"):
-            goal = f"one `async` cancel ≤ 2 ms p99, {short}, {mode.upper()}"
-            got = one.get((server, mode))
+            goal = f"one `async` cancel ≤ {one_line:g} ms p99, {short}, {mode.upper()}"
+            got = _newest(one, (server, mode))
             out.append(_missing(goal) if got is None else _one_cancel(goal, *got))
-    burst = _cancel_rows(BURST)
     for server, short in SERVERS.items():
         for mode in ("json", "sse"):
-            goal = f"{BURST} in flight: p99 ≤ the floor's + 2 ms, {short}, {mode.upper()}"
-            got = burst.get((server, mode))
+            goal = (
+                f"{BURST} in flight: p99 ≤ the floor's + {over_line:g} ms, {short}, {mode.upper()}"
+            )
+            got = _newest(burst, (server, mode))
             if got is None or got[1].get("paired_over_ms") is None:
                 out.append(_missing(goal))
                 continue
@@ -183,17 +196,16 @@ def cancels() -> list[Row]:
             interval = row.get("paired_over_interval_ms")
             bounds = None if interval is None else (interval[0], interval[1])
             measured = f"{over:+.2f} ms{_spread(bounds, '+.2f')} over, paired by round"
-            least = burst.get((server, f"floor-task@{name}"))  # the least stop, same run
-            if least is not None and least[1].get("paired_over_ms") is not None:
-                measured += f" (the least stop {least[1]['paired_over_ms']:+.2f})"
-            out.append(
-                (goal, measured, _run(name, row.get("rounds", [])), verdict(over, 2.0, bounds))
-            )
+            least = dict(burst)[name].get((server, cancel_latency.TASK_FLOOR), {})
+            if least.get("paired_over_ms") is not None:  # the least stop, in the same run
+                measured += f" (the least stop {least['paired_over_ms']:+.2f})"
+            met = verdict(over, over_line, bounds)
+            out.append((goal, measured, _run(name, row.get("rounds", [])), met))
     return out
 
 
 def mass() -> list[Row]:
-    goal = f"{MASS} closed at once: p99 ≤ 0.5{X} the official SDK's (SSE)"
+    goal = f"{MASS} closed at once: p99 ≤ {report.MASS_AGAINST_SDK}{X} the official SDK's (SSE)"
 
     def side_by_side(data: dict[str, Any]) -> bool:
         meta = data["meta"]
@@ -208,19 +220,17 @@ def mass() -> list[Row]:
     if found is None:
         return [_missing(goal)]
     name, data = found
-    agg = report.aggregate(data)
-    mine = agg["mcp_asgi"].get("mass", {}).get("p99_by_round", {})
-    theirs = agg[report.SDK_SSE].get("mass", {}).get("p99_by_round", {})
-    ratios = [mine[n] / theirs[n] for n in mine if theirs.get(n)]
+    ratios = report.mass_ratios(report.aggregate(data))
     if not ratios:
-        return [(goal, "not measured", f"`{name}`", report.DASH)]
+        return [_missing(goal)]
     ratio, interval = report.med(ratios), _interval(ratios)
     measured = f"{ratio:.2f}{X}{_spread(interval, '.2f')} paired by round"
-    return [(goal, measured, _run(name, ratios), verdict(ratio, 0.5, interval))]
+    met = verdict(ratio, report.MASS_AGAINST_SDK, interval)
+    return [(goal, measured, _run(name, ratios), met)]
 
 
 def table() -> str:
-    rows = [*instructions(), *throughput(), *cancels(), *mass()]
+    rows = [*instruction_goals(), *throughput(), *cancels(), *mass()]
     lines = ["| goal | measured | run | met? |", "|---|---|---|---|"]
     lines += [f"| {goal} | {measured} | {run} | {met} |" for goal, measured, run, met in rows]
     return "\n".join(lines) + "\n"

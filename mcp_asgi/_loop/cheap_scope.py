@@ -160,7 +160,7 @@ class CheapScope(_AsyncioScope):
         self._host_task = None  # (a retry pending finds the scope left)
         self._cancel_handle = None  # (and skips it: `drop_redelivery` has nothing to drop)
         while self._pending_uncancellations:
-            task.uncancel()  # (3.11+, as is this scope)
+            task.uncancel()  # type: ignore[attr-defined,unused-ignore]  # (3.11+, as is this scope)
             self._pending_uncancellations -= 1  # type: ignore[assignment,operator,unused-ignore]
         if task.cancelling() > self._cancelling_at_enter:  # type: ignore[attr-defined,unused-ignore]
             return False  # a native cancel() came too: not swallowed (anyio #1214)

@@ -149,12 +149,9 @@ class ArmedWatch:
         if not self._anywhere:
             self.fire()
             return
-        # `_disarm`, less the callback's removal: the future has let go of its callbacks
-        owner, self._owner = self._owner, None
+        owner = self._disarm(woken=True)
         if owner is None:
             return
-        if self._timed:
-            discard_deadline(self)
         first, receive, since, context = self._first, self._receive, self._since, self._context
         try:
             message = first.step()
@@ -189,12 +186,14 @@ class ArmedWatch:
             return
         first.abandon()  # not woken, or waiting again
 
-    def _disarm(self) -> TakesOver | None:
-        """The callback and the deadline taken back; the owner, the first time only."""
+    def _disarm(self, *, woken: bool = False) -> TakesOver | None:
+        """The callback and the deadline taken back; the owner, the first time only.
+        `woken`: called from the callback, whose future has let go of it already."""
         owner, self._owner = self._owner, None
         if owner is not None:
-            future: asyncio.Future[Any] = self._first.pending
-            future.remove_done_callback(self._woke)
+            if not woken:
+                future: asyncio.Future[Any] = self._first.pending
+                future.remove_done_callback(self._woke)
             if self._timed:
                 discard_deadline(self)
         return owner

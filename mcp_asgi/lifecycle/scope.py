@@ -467,7 +467,7 @@ class RequestScope:
                     handler_scope.__exit__(None, None, None)
             finally:
                 if self._reason is not None:  # the scope was cancelled, and is left
-                    drop_redelivery(self._handler_scope)
+                    drop_redelivery(handler_scope)
                 work = self._work
                 if work is None:  # no thread, nothing owned, no wait: the handler was all
                     self.work_returned()
