@@ -154,6 +154,7 @@ def table(counts: dict[str, dict[str, int]]) -> str:
 _LABELS = {
     cancel_latency.FLOOR: "floor",
     cancel_latency.TASK_FLOOR: "least stop: the tool in a task, `Task.cancel()`",
+    cancel_latency.ANYIO_FLOOR: "anyio stop: the tool in an anyio task group, its scope cancelled",
 }
 
 

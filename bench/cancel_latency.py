@@ -72,6 +72,7 @@ from .targets import (
     _record_signals,
     sleep_steps_sync,
     slow_steps,
+    stop_in_task_group,
     stop_on_disconnect,
 )
 
@@ -83,7 +84,15 @@ FLOOR = "floor"  # a bare ASGI app on the same uvicorn (async and thread kinds):
 # the least stop: the async tool in a task of a bare app, cancelled (`Task.cancel`) when its
 # `receive()` returns `http.disconnect` — what stopping the work costs with nothing else
 TASK_FLOOR = "floor-task"
-FLOOR_KINDS = {FLOOR: ("async", "thread"), TASK_FLOOR: ("async",)}
+# the plain anyio stop: the same tool in an anyio task group of a bare app, whose scope a task
+# beside it cancels on the disconnect — what the handler's cancel scope alone costs in anyio
+ANYIO_FLOOR = "floor-anyio"
+FLOOR_KINDS = {FLOOR: ("async", "thread"), TASK_FLOOR: ("async",), ANYIO_FLOOR: ("async",)}
+STOP_LABELS = {
+    TASK_FLOOR: "least stop: bare ASGI app, the tool in a task, cancelled on the disconnect",
+    ANYIO_FLOOR: "anyio stop: bare ASGI app, the tool in an anyio task group, cancelled on "
+    "the disconnect",
+}
 KINDS = ("async", "thread", "thread-wait", "subprocess", "subprocess-ignores-term")
 TOOLS = {
     "async": "slow",  # `load.mass_cancel` calls `slow`
@@ -205,16 +214,20 @@ def build_app(log: ExitLog, mode: str, kill_grace: float) -> Any:
     return middleware
 
 
-def floor_app(log: ExitLog, stop_task: bool = False) -> ASGIApp:
+def floor_app(log: ExitLog, stop: str = FLOOR) -> ASGIApp:
     """The floor: a bare ASGI app on the same uvicorn that logs `start` once it has a
     call's body and `cancel` when `receive()` returns `http.disconnect` — the earliest any
     framework on this server can learn of the close (only `echo` is answered). A call of
     the thread tool also starts a thread that sleeps in 10 ms steps until the disconnect:
     the load the thread tool puts on the server, without any framework.
 
-    With `stop_task` (`TASK_FLOOR`), a call of the async tool runs its body (`slow_steps`,
-    which logs) in a task of its own, which the disconnect cancels: the least work that
-    stops a tool, with no reason, deadline or scope."""
+    With `stop` `TASK_FLOOR`, a call of the async tool runs its body (`slow_steps`, which
+    logs) in a task of its own, which the disconnect cancels: the least work that stops a
+    tool, with no reason, deadline or scope (`targets.stop_on_disconnect`). With
+    `ANYIO_FLOOR`, in an anyio task group whose scope the disconnect cancels: the plain
+    anyio way (`targets.stop_in_task_group`)."""
+    stops = {TASK_FLOOR: stop_on_disconnect, ANYIO_FLOOR: stop_in_task_group}
+    stop_tool = stops.get(stop)
 
     async def app(asgi_scope: Scope, receive: Receive, send: Send) -> None:
         if asgi_scope["type"] == "lifespan":
@@ -237,8 +250,8 @@ def floor_app(log: ExitLog, stop_task: bool = False) -> ASGIApp:
             await send({"type": "http.response.start", "status": 200, "headers": head})
             await send({"type": "http.response.body", "body": reply})
             return
-        if stop_task and call["params"]["name"] == TOOLS["async"]:
-            await stop_on_disconnect(log, call["id"], receive, TOOL_SECONDS)
+        if stop_tool is not None and call["params"]["name"] == TOOLS["async"]:
+            await stop_tool(log, call["id"], receive, TOOL_SECONDS)
             return
         stop = threading.Event()
         if call["params"]["name"] == TOOLS["thread"]:  # the thread tool's load, no framework
@@ -322,10 +335,7 @@ def from_env() -> ASGIApp:
     """The app factory the server is given (`serve` puts its arguments in the environment)."""
     mode, exits, kill_grace, stack = json.loads(os.environ[_ENV])
     log = ExitLog(exits)
-    if mode in FLOOR_KINDS:
-        app = floor_app(log, stop_task=mode == TASK_FLOOR)
-    else:
-        app = build_app(log, mode, kill_grace)
+    app = floor_app(log, stop=mode) if mode in FLOOR_KINDS else build_app(log, mode, kill_grace)
     return trace_connections(app, log, stack)
 
 
@@ -690,8 +700,8 @@ def table(rows: list[dict[str, Any]], plan: Plan) -> str:
             label = "floor: bare ASGI app awaiting `http.disconnect`"
             label += f", {plan.mass} open" if kind == "mass" else ""
             label += ", and a thread per call in 10 ms sleeps" if kind == "thread" else ""
-        elif row["mode"] == TASK_FLOOR:
-            label = "least stop: bare ASGI app, the tool in a task, cancelled on the disconnect"
+        elif row["mode"] in STOP_LABELS:
+            label = STOP_LABELS[row["mode"]]
             label += f", {plan.mass} open" if kind == "mass" else ""
         goal = report.DASH if row["goal_p99_ms"] is None else f"≤ {row['goal_p99_ms']:g}"
         never = f" ({row['never']} never)" if row["never"] else ""

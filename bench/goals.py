@@ -31,6 +31,10 @@ _H11 = "uvicorn-h11"  # (the server of a run from before the cancel bench named 
 SERVERS = {_H11: "h11", "uvicorn-httptools": "httptools"}
 BURST = 200  # issue 27's calls in flight
 MASS = 300  # issue 27's calls closed at once
+_STOPS = {  # the bare apps' stops beside a burst's row (`bench.cancel_latency`)
+    cancel_latency.TASK_FLOOR: "the least stop",
+    cancel_latency.ANYIO_FLOOR: "anyio's stop",
+}
 X = report.TIMES
 
 
@@ -196,9 +200,14 @@ def cancels() -> list[Row]:
             interval = row.get("paired_over_interval_ms")
             bounds = None if interval is None else (interval[0], interval[1])
             measured = f"{over:+.2f} ms{_spread(bounds, '+.2f')} over, paired by round"
-            least = dict(burst)[name].get((server, cancel_latency.TASK_FLOOR), {})
-            if least.get("paired_over_ms") is not None:  # the least stop, in the same run
-                measured += f" (the least stop {least['paired_over_ms']:+.2f})"
+            stops = [  # the bare stops, in the same run
+                f"{label} {stop['paired_over_ms']:+.2f}"
+                for stop_mode, label in _STOPS.items()
+                if (stop := dict(burst)[name].get((server, stop_mode), {})).get("paired_over_ms")
+                is not None
+            ]
+            if stops:
+                measured += f" ({', '.join(stops)})"
             met = verdict(over, over_line, bounds)
             out.append((goal, measured, _run(name, row.get("rounds", [])), met))
     return out

@@ -95,23 +95,15 @@ def floor_app(log: targets.ExitLog) -> Any:
 def anyio_floor_app(log: targets.ExitLog) -> Any:
     """The plain anyio way to stop a handler when its client leaves: the `slow` tool's
     body in a task group, beside a task that awaits `http.disconnect` and cancels the
-    group; then the 499."""
-    import anyio
+    group (`targets.stop_in_task_group`, as `bench.cancel_latency`'s anyio stop); then
+    the 499."""
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
             return
         await receive()  # the body
-
-        async def watch(group: anyio.abc.TaskGroup) -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            group.cancel_scope.cancel()
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(watch, group)
-            await targets.slow_steps(log, None, 30, targets.no_progress)
+        await targets.stop_in_task_group(log, None, receive, 30)
         await send({"type": "http.response.start", "status": 499, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 

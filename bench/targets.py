@@ -145,6 +145,25 @@ async def stop_on_disconnect(
         await tool
 
 
+async def stop_in_task_group(
+    log: ExitLog, request_id: object, receive: Callable[[], Awaitable[Any]], seconds: float
+) -> None:
+    """The plain anyio way to stop a handler when its client leaves (what an anyio app
+    writes, with nothing of its own): `slow_steps` in an anyio task group, beside a task
+    that awaits `http.disconnect` (logged as its `signal`) and cancels the group's scope."""
+    import anyio
+
+    async def watch(group: anyio.abc.TaskGroup) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        log("signal", request_id)
+        group.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch, group)
+        await slow_steps(log, request_id, seconds, no_progress)
+
+
 def sleep_steps_sync(
     log: ExitLog,
     request_id: object,
