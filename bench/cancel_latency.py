@@ -31,7 +31,9 @@ and the client sockets record their close per request id (`TracedSocket`), which
 each latency into close -> connection lost (kernel, VM, event loop), lost -> signal
 (uvicorn, mcp_asgi's watcher) and signal -> exit (the handler unwinding). A *floor*
 server, a bare ASGI app on the same uvicorn that only awaits `http.disconnect`, gives the
-async rows their lower bound.
+async rows their lower bound; beside it two bare apps stop the async tool itself: the
+least stop (the tool in a task, `Task.cancel()`) and the anyio stop (in an anyio task
+group, its scope cancelled).
 
 Results: ``bench/results/cancel-latency-[quick-]<timestamp>.{json,md}``; the markdown
 table is also printed.
