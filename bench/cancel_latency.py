@@ -216,20 +216,20 @@ def build_app(log: ExitLog, mode: str, kill_grace: float) -> Any:
     return middleware
 
 
-def floor_app(log: ExitLog, stop: str = FLOOR) -> ASGIApp:
+def floor_app(log: ExitLog, mode: str = FLOOR) -> ASGIApp:
     """The floor: a bare ASGI app on the same uvicorn that logs `start` once it has a
     call's body and `cancel` when `receive()` returns `http.disconnect` — the earliest any
     framework on this server can learn of the close (only `echo` is answered). A call of
     the thread tool also starts a thread that sleeps in 10 ms steps until the disconnect:
     the load the thread tool puts on the server, without any framework.
 
-    With `stop` `TASK_FLOOR`, a call of the async tool runs its body (`slow_steps`, which
+    In `mode` `TASK_FLOOR`, a call of the async tool runs its body (`slow_steps`, which
     logs) in a task of its own, which the disconnect cancels: the least work that stops a
     tool, with no reason, deadline or scope (`targets.stop_on_disconnect`). With
     `ANYIO_FLOOR`, in an anyio task group whose scope the disconnect cancels: the plain
     anyio way (`targets.stop_in_task_group`)."""
     stops = {TASK_FLOOR: stop_on_disconnect, ANYIO_FLOOR: stop_in_task_group}
-    stop_tool = stops.get(stop)
+    stop_tool = stops.get(mode)
 
     async def app(asgi_scope: Scope, receive: Receive, send: Send) -> None:
         if asgi_scope["type"] == "lifespan":
@@ -337,7 +337,7 @@ def from_env() -> ASGIApp:
     """The app factory the server is given (`serve` puts its arguments in the environment)."""
     mode, exits, kill_grace, stack = json.loads(os.environ[_ENV])
     log = ExitLog(exits)
-    app = floor_app(log, stop=mode) if mode in FLOOR_KINDS else build_app(log, mode, kill_grace)
+    app = floor_app(log, mode) if mode in FLOOR_KINDS else build_app(log, mode, kill_grace)
     return trace_connections(app, log, stack)
 
 
