@@ -18,7 +18,9 @@ in and for the stage it runs in:
 Woken, to and out of the handler are what the last handler of `bench.cancel_latency`'s 200
 in flight waits for. Lines are not instructions (`bench.inprocess_cancel --counts` counts
 those), but they say which function each stage's cost is in. The bench's own lines (its
-tool's log, its driver) are counted apart, as `bench`.
+tool's log, its driver) are counted apart, as `bench`; of the rest, each stage's total
+says how many are mcp_asgi's own (the others are asyncio's, anyio's and the standard
+library's, which the floors run too).
 """
 
 from __future__ import annotations
@@ -31,10 +33,13 @@ from collections import Counter
 from types import FrameType
 from typing import Any
 
+import mcp_asgi
+
 from . import inprocess, inprocess_cancel, targets
 
 STAGES = ("woken", "to the handler", "out of the handler", "after")
 _BENCH = os.path.dirname(os.path.abspath(__file__))
+_LIBRARY = os.path.dirname(os.path.abspath(mcp_asgi.__file__))
 
 
 class _Trace(targets.ExitLog):
@@ -47,6 +52,7 @@ class _Trace(targets.ExitLog):
         self.logged = 0
         self.lines = {stage: Counter[str]() for stage in STAGES}
         self.bench = Counter[str]()
+        self.library = Counter[str]()  # the lines of each stage that are mcp_asgi's own
         self._run = asyncio.events.Handle._run
 
     def __call__(self, kind: str, request_id: object) -> None:  # the tools' exit log
@@ -87,6 +93,8 @@ class _Trace(targets.ExitLog):
                 self.bench[stage] += 1
             else:
                 self.lines[stage][where] += 1
+                if code.co_filename.startswith(_LIBRARY):
+                    self.library[stage] += 1
         return self.trace
 
 
@@ -127,7 +135,9 @@ def main(argv: list[str] | None = None) -> None:
             lines = trace.lines[stage]
             own = sum(lines.values()) / args.burst
             bench = trace.bench[stage] / args.burst
-            print(f"\n{stage}: {own:.0f} (and the bench's own: {bench:.0f})")
+            library = trace.library[stage] / args.burst
+            of_them = f"; mcp_asgi's: {library:.0f}" if library else ""
+            print(f"\n{stage}: {own:.0f}{of_them} (and the bench's own: {bench:.0f})")
             for where, n in lines.most_common(args.top):
                 print(f"  {n / args.burst:7.1f}  {where}")
         print()
