@@ -8,7 +8,7 @@ NODE_STAMP := tests/node/node_modules/.installed-stamp
 AUTH_STAMP := tests/authserver/node_modules/.installed-stamp
 DOWNSTREAM_STAMP := tests/downstream/node/node_modules/.installed-stamp
 
-.PHONY: run test check test-deps backends e2e fleet soak package lint typecheck contracts docs docs-strict pytest conformance bench bench-quick format clean fastapi-range
+.PHONY: run test check test-deps backends e2e fleet soak package lint typecheck contracts docs docs-strict pytest conformance bench bench-quick format clean fastapi-range anyio-floor
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,7 +30,7 @@ run: $(STAMP)  ## serve the example FastAPI app on http://127.0.0.1:8000 (MCP at
 	exec $(BIN)/opentelemetry-instrument $(BIN)/uvicorn examples.fastapi_app.main:app \
 		--host 127.0.0.1 --port 8000 --timeout-graceful-shutdown 5
 
-test: lint typecheck contracts docs-strict package pytest fastapi-range  ## the full suite: ruff, mypy --strict, import contracts, the docs site, the package (build, twine check), pytest, the FastAPI matrix
+test: lint typecheck contracts docs-strict package pytest fastapi-range anyio-floor  ## the full suite: ruff, mypy --strict, import contracts, the docs site, the package (build, twine check), pytest, the FastAPI matrix, anyio's floor
 
 check: lint typecheck contracts  ## the fast loop: ruff, mypy --strict, import contracts and the tests that start nothing (no server, node or backend)
 	$(BIN)/python -m pytest -q -m "not live" -p no:cacheprovider
@@ -151,6 +151,28 @@ fastapi-range: $(FASTAPI_VERSIONS:%=.venv-fastapi/%/.installed)  ## the handler-
 			$(HANDLER_TESTS) || exit 1; \
 	done
 
+# mcp_asgi/_loop copies anyio's asyncio backend as of the floor in pyproject.toml
+# (_loop/anyio_fit.py's WRITTEN_FOR): when .venv has resolved a newer anyio, the loop and
+# lifecycle tests also run with the floor, installed --no-deps into the git-ignored
+# .venv-anyio/<version> and put before .venv on PYTHONPATH (as fastapi-range does)
+ANYIO_FLOOR := $(shell sed -n 's/^ *"anyio>=\([0-9.]*\),.*/\1/p' pyproject.toml)
+
+.venv-anyio/%/.installed: | $(STAMP)
+	rm -rf .venv-anyio/$*
+	$(BIN)/python -m pip install --quiet --no-deps --target .venv-anyio/$* 'anyio==$*'
+	touch $@
+
+anyio-floor: $(STAMP)  ## the loop and lifecycle tests with anyio's floor, if .venv has a newer anyio (in make test)
+	@if $(BIN)/python -c 'import sys, importlib.metadata as m; from packaging.version import Version as V; \
+		sys.exit(V(m.version("anyio")) != V(sys.argv[1]))' '$(ANYIO_FLOOR)'; then \
+		echo "== anyio $(ANYIO_FLOOR): .venv's, tested by make pytest"; \
+	else \
+		$(MAKE) --no-print-directory .venv-anyio/$(ANYIO_FLOOR)/.installed && \
+		echo "== anyio $(ANYIO_FLOOR)" && \
+		PYTHONPATH=.venv-anyio/$(ANYIO_FLOOR) $(BIN)/python -m pytest -q -p no:cacheprovider \
+			tests/loop tests/lifecycle; \
+	fi
+
 format: $(STAMP)
 	$(BIN)/ruff format mcp_asgi tests examples bench
 	$(BIN)/ruff check --fix mcp_asgi tests examples bench
@@ -178,4 +200,4 @@ bench-quick: $(STAMP) $(DOWNSTREAM_STAMP)  ## a few minutes
 	$(BIN)/python -m bench.instructions --cases floor,async,def,cancelled
 
 clean:
-	rm -rf $(VENV) site .mypy_cache .pytest_cache .ruff_cache tests/node/node_modules tests/authserver/node_modules tests/downstream/node/node_modules
+	rm -rf $(VENV) site .mypy_cache .pytest_cache .ruff_cache tests/node/node_modules tests/authserver/node_modules tests/downstream/node/node_modules .venv-anyio

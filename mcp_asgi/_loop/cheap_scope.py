@@ -16,7 +16,8 @@ cancels share one callback on the next turn (`_Redeliveries`). Anything else (a 
 cancelled before it is entered or by its own task, a deadline set on it, a child scope or
 task group in it, a parent scope, an exception group, an exit out of order, a task of the
 same loop leaving it) goes through anyio's own steps, which also raise anyio's errors for
-misuse. (Which task leaves it is asked of the scope's own loop, not of the calling thread:
+misuse. On an anyio whose backend these steps do not fit (`anyio_fit`), every scope is
+anyio's own. (Which task leaves it is asked of the scope's own loop, not of the calling thread:
 a request's handler scope is only ever left by the request's own task.)
 """
 
@@ -26,19 +27,29 @@ import asyncio
 import math
 import threading
 import weakref
+from collections.abc import Callable
 from types import TracebackType
 
 import anyio
+import anyio._backends._asyncio as _backend
 from anyio._backends._asyncio import CancelScope as _AsyncioScope
-from anyio._backends._asyncio import TaskState, _task_states, is_anyio_cancellation
+from anyio._backends._asyncio import TaskState, _task_states
 
+from mcp_asgi._loop.anyio_fit import FITS
 from mcp_asgi._loop.current import native_task, new_cancel_scope, running_loop, task_of
 
 _new = object.__new__
 # anyio's task states are a `WeakKeyDictionary`, whose methods are Python: its own dict is
-# read and written directly, by weak references to the tasks, as those methods do
-_states: dict[weakref.ref[asyncio.Task[object]], TaskState] = _task_states.data  # type: ignore[attr-defined]
-_forget = _task_states._remove  # type: ignore[attr-defined]  # (its references' callback)
+# read and written directly, by weak references to the tasks, as those methods do. (These
+# and anyio's test of a cancellation are there wherever its backend fits, `FITS`: no
+# `CheapScope` is made elsewhere.)
+_states: dict[weakref.ref[asyncio.Task[object]], TaskState] = getattr(_task_states, "data", {})
+_forget: Callable[[weakref.ref[asyncio.Task[object]]], None] | None = getattr(
+    _task_states, "_remove", None
+)  # (its references' callback)
+_is_anyio_cancellation: Callable[[asyncio.CancelledError], bool] = getattr(
+    _backend, "is_anyio_cancellation", lambda _: False
+)
 _ref = weakref.ref
 _Future = asyncio.Future
 _ANYIO_MESSAGE = "Cancelled via cancel scope "  # what anyio's scopes recognise as theirs
@@ -167,7 +178,7 @@ class CheapScope(_AsyncioScope):
         if isinstance(exc, asyncio.CancelledError) and (
             # this scope's own (the message it cancelled with), else anyio's look at it
             # and at what it replaced
-            (exc.args and exc.args[0] is self._cancel_reason) or is_anyio_cancellation(exc)
+            (exc.args and exc.args[0] is self._cancel_reason) or _is_anyio_cancellation(exc)
         ):
             self._cancelled_caught = True
             return True
@@ -237,10 +248,8 @@ _PENDING = _Pending()
 _redeliveries = _Redeliveries()
 
 
-def cheap_scope(task: asyncio.Task[object] | None = None) -> anyio.CancelScope:
-    """A new cancel scope with no deadline and no shield: a `CheapScope` on asyncio
-    (3.11+), elsewhere the loop's own. `task`: the running task (`native_task()`), where
-    the caller has it; None: asked here."""
+def _cheap(task: asyncio.Task[object] | None = None) -> anyio.CancelScope:
+    """`cheap_scope` where anyio's backend fits."""
     if task is None and native_task() is None:
         return new_cancel_scope()
     scope: CheapScope = _new(CheapScope)
@@ -260,3 +269,15 @@ def cheap_scope(task: asyncio.Task[object] | None = None) -> anyio.CancelScope:
     scope._pending_uncancellations = 0  # type: ignore[assignment,unused-ignore]  # (3.11+)
     scope._state = None
     return scope
+
+
+def _anyios(task: asyncio.Task[object] | None = None) -> anyio.CancelScope:
+    """`cheap_scope` where anyio's backend does not fit: anyio's own scope."""
+    return new_cancel_scope()
+
+
+cheap_scope = _cheap if FITS else _anyios
+"""`cheap_scope(task=None)`: a new cancel scope with no deadline and no shield: a
+`CheapScope` on asyncio (3.11+, with an anyio whose backend fits), elsewhere the loop's
+own. `task`: the running task (`native_task()`), where the caller has it; None: asked
+here."""
