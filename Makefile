@@ -188,6 +188,7 @@ bench: $(STAMP) $(DOWNSTREAM_STAMP)  ## the full benchmark run (long): the peers
 	$(BIN)/python -m bench.compiled --write
 	$(BIN)/python -m bench.cancel_counts --http h11,httptools --write
 	$(BIN)/python -m bench.cancel_latency --servers uvicorn-h11,uvicorn-httptools --kinds async --mass 0 --samples 1 --rounds 30
+	$(BIN)/python -m bench.cancel_latency --servers uvicorn-h11,uvicorn-httptools --kinds async --mass 0 --burst 0 --no-floor --samples 40 --rounds 3
 	$(BIN)/python -m bench.run --targets mcp_asgi,sdk-sse --figures mass --streams 300 --rounds 15
 	$(BIN)/python -m bench.goals --write
 
