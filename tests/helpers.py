@@ -23,6 +23,7 @@ from collections.abc import (
     Sequence,
 )
 from contextlib import asynccontextmanager, contextmanager
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,13 @@ from mcp_asgi.testing.http_client import parse_messages
 CANCEL_LOGGER = "mcp_asgi.cancellation"
 
 # The ids of a remote parent (W3C `traceparent`), for requests that arrive inside a trace.
+# jsonschema's words for an empty array or string where one item or character is the
+# least: "should be non-empty" since 4.21, "is too short" before (pyproject's floor is 4.18)
+JSONSCHEMA_EMPTY = (
+    "should be non-empty"
+    if tuple(int(part) for part in version("jsonschema").split(".")[:2]) >= (4, 21)
+    else "is too short"
+)
 TRACE_ID = 0x0AF7651916CD43DD8448EB211C80319C
 PARENT_ID = 0xB7AD6B7169203331
 
