@@ -153,8 +153,7 @@ def table(counts: dict[str, dict[str, int]]) -> str:
 
 _LABELS = {
     cancel_latency.FLOOR: "floor",
-    cancel_latency.TASK_FLOOR: "least stop: the tool in a task, `Task.cancel()`",
-    cancel_latency.ANYIO_FLOOR: "anyio stop: the tool in an anyio task group, its scope cancelled",
+    **{mode: f"{name}: {how}" for mode, (name, how) in cancel_latency.STOPS.items()},
 }
 
 
@@ -172,8 +171,9 @@ def main(argv: list[str] | None = None) -> None:
     unknown += [m for m in modes if m not in (*cancel_latency.MODES, *cancel_latency.FLOOR_KINDS)]
     if unknown or args.large <= args.small:
         parser.error(f"unknown servers or modes: {unknown}, or --large not above --small")
-    if args.write and set(modes) != {*cancel_latency.FLOOR_KINDS, *cancel_latency.MODES}:
-        parser.error("--write needs every mode: a part would replace the page's table")
+    report.whole_for_the_page(
+        args.write, "mode", (modes, (*cancel_latency.FLOOR_KINDS, *cancel_latency.MODES))
+    )
     started = time.time()
     counts: dict[str, dict[str, int]] = {}
     for http in kinds:  # the modes of one server side by side, at once

@@ -90,10 +90,9 @@ TASK_FLOOR = "floor-task"
 # beside it cancels on the disconnect — what the handler's cancel scope alone costs in anyio
 ANYIO_FLOOR = "floor-anyio"
 FLOOR_KINDS = {FLOOR: ("async", "thread"), TASK_FLOOR: ("async",), ANYIO_FLOOR: ("async",)}
-STOP_LABELS = {
-    TASK_FLOOR: "least stop: bare ASGI app, the tool in a task, cancelled on the disconnect",
-    ANYIO_FLOOR: "anyio stop: bare ASGI app, the tool in an anyio task group, cancelled on "
-    "the disconnect",
+STOPS = {  # each bare stop's name, and how it stops the tool (every bench's label of it)
+    TASK_FLOOR: ("least stop", "the tool in a task, `Task.cancel()`"),
+    ANYIO_FLOOR: ("anyio stop", "the tool in an anyio task group, its scope cancelled"),
 }
 KINDS = ("async", "thread", "thread-wait", "subprocess", "subprocess-ignores-term")
 TOOLS = {
@@ -702,8 +701,9 @@ def table(rows: list[dict[str, Any]], plan: Plan) -> str:
             label = "floor: bare ASGI app awaiting `http.disconnect`"
             label += f", {plan.mass} open" if kind == "mass" else ""
             label += ", and a thread per call in 10 ms sleeps" if kind == "thread" else ""
-        elif row["mode"] in STOP_LABELS:
-            label = STOP_LABELS[row["mode"]]
+        elif row["mode"] in STOPS:
+            name, how = STOPS[row["mode"]]
+            label = f"{name}: bare ASGI app, {how}, on the disconnect"
             label += f", {plan.mass} open" if kind == "mass" else ""
         goal = report.DASH if row["goal_p99_ms"] is None else f"≤ {row['goal_p99_ms']:g}"
         never = f" ({row['never']} never)" if row["never"] else ""

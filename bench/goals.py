@@ -34,10 +34,6 @@ MASS = 300  # issue 27's calls closed at once
 # the least single cancels a p99 is read from: of fewer, a p99 is the largest one or two (the
 # thirty-round burst runs take one a round, to pair the bursts, not to read this goal)
 ONE_CANCEL_SAMPLES = 100
-_STOPS = {  # the bare apps' stops beside a burst's row (`bench.cancel_latency`)
-    cancel_latency.TASK_FLOOR: "the least stop",
-    cancel_latency.ANYIO_FLOOR: "anyio's stop",
-}
 X = report.TIMES
 
 
@@ -210,11 +206,11 @@ def cancels() -> list[Row]:
             interval = row.get("paired_over_interval_ms")
             bounds = None if interval is None else (interval[0], interval[1])
             measured = f"{over:+.2f} ms{_spread(bounds, '+.2f')} over, paired by round"
-            stops = [  # the bare stops, in the same run
-                f"{label} {stop['paired_over_ms']:+.2f}"
-                for stop_mode, label in _STOPS.items()
-                if (stop := dict(burst)[name].get((server, stop_mode), {})).get("paired_over_ms")
-                is not None
+            same_run = dict(burst)[name]
+            stops = [  # the bare stops (`cancel_latency.STOPS`), in the same run
+                f"the {stop_name} {same_run[(server, stop)]['paired_over_ms']:+.2f}"
+                for stop, (stop_name, _) in cancel_latency.STOPS.items()
+                if same_run.get((server, stop), {}).get("paired_over_ms") is not None
             ]
             if stops:
                 measured += f" ({', '.join(stops)})"

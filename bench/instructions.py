@@ -163,8 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [c for c in cases if c not in features.CASES]
     if unknown or args.short % 32 or args.long % 32 or args.long <= args.short:
         raise SystemExit(f"unknown cases {unknown}, or --short/--long not multiples of 32")
-    if args.write and set(cases) != set(features.CASES):  # (the page's tables have every row)
-        raise SystemExit("--write needs every case: a part would replace the page's tables")
+    report.whole_for_the_page(args.write, "case", (cases, features.CASES))
     started = time.time()
     rows = measure(cases, args.short, args.long, args.jobs)
     run = {

@@ -550,6 +550,13 @@ def update_doc(block: str) -> None:
     DOC.write_text(f"{head}{START}\n{block}\n{END}{tail}")
 
 
+def whole_for_the_page(write: bool, what: str, *chosen_and_page: tuple[Any, Any]) -> None:
+    """With `write`, refuse a run whose choices (each `(chosen, the page's)`) leave out some
+    of the page's: its few rows would replace the page's table."""
+    if write and any(not set(chosen) >= set(page) for chosen, page in chosen_and_page):
+        raise SystemExit(f"--write needs every {what}: a part would replace the page's table")
+
+
 def publish(
     block: str, module: str, started: float, record: dict[str, Any], text: str, write: bool
 ) -> None:

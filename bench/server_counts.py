@@ -226,10 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     unknown += [k for k in kinds if k not in _SERVERS]
     if unknown:
         raise SystemExit(f"unknown targets or servers: {unknown}")
-    if args.write and not (set(names) >= set(TARGETS) and set(kinds) >= set(_SERVERS)):
-        raise SystemExit(
-            "--write needs the page's targets and servers: a part would replace its table"
-        )
+    report.whole_for_the_page(args.write, "target and server", (names, TARGETS), (kinds, _SERVERS))
     started = time.time()
     runs: dict[str, dict[str, dict[str, float]]] = {}
     for http in kinds:  # the targets of one server side by side, at once

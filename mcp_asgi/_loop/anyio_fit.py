@@ -4,9 +4,10 @@ to, and the task states they read and write.
 
 Checked once, at import. An anyio whose backend has moved (a release after the one the
 steps were written for) gets anyio's own scope for every handler instead of steps written
-for fields that are gone, with a warning (cancels cost more). `tests/loop/test_anyio_fit.py`
-fails on such an anyio, so the test run finds out before a user does; pyproject.toml's
-floor is `WRITTEN_FOR` (a test keeps them the same).
+for fields that are gone, with a warning (cancels cost more); one that has removed its
+`CancelScope`, `TaskState` or `_task_states` altogether fails at import, naming it.
+`tests/loop/test_anyio_fit.py` fails on either, so the test run finds out before a user
+does; pyproject.toml's floor is `WRITTEN_FOR` (a test keeps them the same).
 """
 
 from __future__ import annotations

@@ -43,6 +43,12 @@ async def test_a_fitting_anyio_gets_the_cheap_scope() -> None:
     assert isinstance(cheap_scope(), CheapScope)
 
 
+async def test_the_fields_checked_are_the_fields_the_cheap_scope_sets() -> None:
+    scope = cheap_scope()
+    made = {n for n in anyio_fit.slots_of(CheapScope) - {"__weakref__"} if hasattr(scope, n)}
+    assert made == anyio_fit.SCOPE_FIELDS | {"_state"}
+
+
 def test_the_dependency_floor_is_the_release_the_steps_are_written_for() -> None:
     # (the dependency's line in [project] dependencies; one anyio line in the file)
     (floor,) = re.findall(r'^\s*"anyio>=([\d.]+),', (ROOT / "pyproject.toml").read_text(), re.M)
